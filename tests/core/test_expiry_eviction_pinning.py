@@ -1,0 +1,148 @@
+"""TTL, LRU eviction, pinning, invalidation and counting."""
+
+from __future__ import annotations
+
+from wm_middleware import WorkingMemory
+
+from .conftest import FakeClock
+
+
+def test_per_call_ttl_overrides_the_default(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, clock=clock)
+    wm.search("short", lambda: "s", ttl=1.0)
+    wm.set("long", "l", ttl=600.0)
+    clock.advance(2.0)
+    assert not wm.has("short")
+    clock.advance(100.0)
+    assert wm.has("long")
+
+
+def test_expiry_is_checked_on_read_without_timers(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=1.0, clock=clock)
+    wm.set("q", "v")
+    clock.advance(5.0)
+    assert len(wm) == 1  # nothing runs in the background to expire it
+    assert wm.get("q") is None
+    assert len(wm) == 0
+
+
+def test_a_hit_refreshes_recency(clock: FakeClock) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=3, clock=clock)
+    for i, q in enumerate("abc"):
+        wm.set(q, i)
+    wm.search("a", lambda: -1)
+    wm.set("d", 3)
+    assert [q for q in "abcd" if wm.has(q)] == ["a", "c", "d"]
+
+
+def test_pinned_entries_survive_eviction_and_expiry(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(max_entries=2, ttl=10.0, clock=clock)
+    wm.set("allergy", "peanuts", pin=True)
+    wm.set("a", "A")
+    wm.set("b", "B")
+    assert len(wm) == 3  # pinned entries do not count toward max_entries
+    wm.set("c", "C")
+    clock.advance(1000.0)
+    assert wm.get("allergy") == "peanuts"
+    assert wm.stats().evictions == 1
+
+
+def test_pin_and_unpin_an_existing_entry(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(max_entries=1, ttl=10.0, clock=clock)
+    wm.set("q", "v", limit=5)
+    assert wm.pin("q", limit=5)
+    assert not wm.pin("absent")
+    wm.set("other", "o")
+    clock.advance(100.0)
+    assert wm.get("q", limit=5) == "v"
+    assert wm.unpin("q", limit=5)
+    assert not wm.unpin("q", limit=5)
+    # Back in the LRU as most recent with a fresh TTL; the cache is over capacity by one.
+    assert wm.has("q", limit=5)
+    assert not wm.has("other")
+    clock.advance(11.0)
+    assert not wm.has("q", limit=5)
+
+
+def test_pinning_an_expired_entry_fails(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=1.0, clock=clock)
+    wm.set("q", "v")
+    clock.advance(2.0)
+    assert not wm.pin("q")
+
+
+def test_setting_a_pinned_key_keeps_it_pinned(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=1.0, clock=clock)
+    wm.set("q", "old", pin=True)
+    wm.set("q", "new")
+    clock.advance(10.0)
+    assert wm.get("q") == "new"
+
+
+def test_invalidate_and_clear_remove_pinned_entries(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(clock=clock)
+    wm.set("a", "A", pin=True)
+    wm.set("b", "B", pin=True)
+    assert wm.invalidate("a") == 1
+    assert not wm.has("a")
+    wm.clear()
+    assert not wm.has("b")
+    assert len(wm) == 0
+
+
+def test_invalidate_query_drops_every_parameter_variant(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(clock=clock)
+    wm.set("q", "plain")
+    wm.set("q", "five", limit=5)
+    wm.set("q", "ten", limit=10, container_tags=["t"])
+    wm.set("other", "o", limit=5)
+    assert wm.invalidate("  q ") == 3
+    assert wm.get("other", limit=5) == "o"
+
+
+def test_invalidate_query_with_params_drops_one_entry(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(clock=clock)
+    wm.set("q", "five", limit=5)
+    wm.set("q", "ten", limit=10)
+    assert wm.invalidate("q", limit=5) == 1
+    assert wm.invalidate("q", limit=5) == 0
+    assert wm.get("q", limit=10) == "ten"
+    assert wm.invalidate("q") == 1
+
+
+def test_invalidate_scope_drops_what_carries_it(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(clock=clock)
+    with wm._lock:
+        wm._store_locked(("k", 1), "a", 60.0, (("tenant", "t1"), ("tag", "t1", "x")), pin=False)
+        wm._store_locked(("k", 2), "b", 60.0, (("tenant", "t1"), ("tag", "t1", "y")), pin=False)
+        wm._store_locked(("k", 3), "c", 60.0, (("tenant", "t2"),), pin=False)
+    assert wm.invalidate_scope(("tag", "t1", "x")) == 1
+    assert wm.invalidate_scope(("tenant", "t1")) == 1
+    assert wm.invalidate_scope(("tenant", "t1")) == 0
+    assert wm.invalidate_scope() == 0
+    assert len(wm) == 1
+    assert wm._index == {("tenant", "t2"): ("k", 3)}
+
+
+def test_index_is_cleaned_on_eviction_and_expiry(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(max_entries=2, ttl=5.0, clock=clock)
+    for limit in range(5):
+        wm.set("q", str(limit), limit=limit)
+    assert wm._index == {"q": {wm_key for wm_key in wm._lru}}
+    clock.advance(10.0)
+    assert wm.get("q", limit=3) is None
+    assert wm.get("q", limit=4) is None
+    assert wm._index == {}
+
+
+def test_has_counts_nothing_and_every_lookup_counts_once(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(clock=clock)
+    wm.has("q")
+    assert wm.stats().lookups == 0
+    wm.get("q")  # miss
+    wm.search("q", lambda: "v")  # miss
+    wm.search("q", lambda: "v")  # hit
+    wm.get("q")  # hit
+    stats = wm.stats()
+    assert (stats.hits, stats.misses, stats.coalesced) == (2, 2, 0)
+    assert stats.lookups == 4

@@ -1,0 +1,110 @@
+"""Stale-while-revalidate: ``refresh_after``."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+from wm_middleware import WorkingMemory
+
+from .conftest import FakeClock
+
+
+def wait_for(predicate: object, what: str) -> None:
+    for _ in range(10_000):
+        if predicate():  # type: ignore[operator]
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError(what)
+
+
+def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    release = threading.Event()
+    refreshes: list[str] = []
+
+    def refresh() -> str:
+        refreshes.append(threading.current_thread().name)
+        release.wait(timeout=30)
+        return "v2"
+
+    clock.advance(11.0)
+    assert [wm.search("q", refresh) for _ in range(5)] == ["v1"] * 5
+    wait_for(lambda: refreshes, "no refresh started")
+    release.set()
+    wait_for(lambda: wm.stats().inflight == 0, "refresh never ended")
+    assert refreshes == ["wm-refresh"]  # exactly one, on a worker thread
+    assert wm.search("q", refresh) == "v2"
+    assert wm.stats().hits == 6
+
+
+def test_a_young_hit_does_not_refresh(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    clock.advance(9.0)
+    assert wm.search("q", lambda: "v2") == "v1"
+    assert wm.stats().inflight == 0
+    assert wm._background == set()
+
+
+def test_a_failed_refresh_keeps_the_old_value_until_its_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    attempts: list[int] = []
+
+    def failing() -> str:
+        attempts.append(1)
+        raise ConnectionError("down")
+
+    clock.advance(11.0)
+    assert wm.search("q", failing) == "v1"
+    wait_for(lambda: wm.stats().inflight == 0 and attempts, "refresh never ended")
+    assert wm.search("q", failing) == "v1"  # not re-armed yet: no second attempt
+    assert attempts == [1]
+    clock.advance(10.0)  # re-armed after another refresh_after
+    assert wm.search("q", failing) == "v1"
+    wait_for(lambda: len(attempts) == 2 and wm.stats().inflight == 0, "no retry")
+    clock.advance(40.0)
+    assert wm.get("q") is None  # the TTL still ends it
+
+
+async def test_an_async_refresh_runs_as_a_task_on_the_callers_loop(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+
+    async def first() -> str:
+        return "v1"
+
+    await wm.asearch("q", first)
+    loops: list[asyncio.AbstractEventLoop] = []
+
+    async def refresh() -> str:
+        loops.append(asyncio.get_running_loop())
+        return "v2"
+
+    clock.advance(11.0)
+    assert await asyncio.gather(*(wm.asearch("q", refresh) for _ in range(5))) == ["v1"] * 5
+    for _ in range(100):
+        if wm.stats().inflight == 0 and loops:
+            break
+        await asyncio.sleep(0)
+    assert loops == [asyncio.get_running_loop()]
+    assert await wm.asearch("q", refresh) == "v2"
+
+
+def test_invalidate_during_a_refresh_wins(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    release = threading.Event()
+
+    def refresh() -> str:
+        release.wait(timeout=30)
+        return "stale-v2"
+
+    clock.advance(11.0)
+    wm.search("q", refresh)
+    wait_for(lambda: wm.stats().inflight == 1, "no refresh")
+    wm.invalidate("q")
+    release.set()
+    wait_for(lambda: not wm._background, "refresh never ended")
+    assert not wm.has("q")

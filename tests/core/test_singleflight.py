@@ -1,0 +1,387 @@
+"""Single-flight across asyncio tasks, event loops and threads: sharing, cancellation, errors."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from wm_middleware import WorkingMemory
+
+
+class Upstream:
+    """An async fetch that counts its calls and is released on demand."""
+
+    def __init__(self, value: str = "result") -> None:
+        self.value = value
+        self.calls = 0
+        self.cancelled = 0
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    async def fetch(self) -> str:
+        self.calls += 1
+        self.started.set()
+        try:
+            # A threading.Event, polled: tests release it from other threads and loops.
+            while not self.release.is_set():  # noqa: ASYNC110
+                await asyncio.sleep(0.001)
+        except asyncio.CancelledError:
+            self.cancelled += 1
+            raise
+        return self.value
+
+
+async def until(predicate: Callable[[], bool]) -> None:
+    """Yield to the loop until ``predicate`` holds (bounded by a count, not by a clock)."""
+    for _ in range(10_000):
+        if predicate():
+            return
+        await asyncio.sleep(0.001)
+    raise AssertionError("condition never held")
+
+
+async def test_a_thousand_concurrent_callers_share_one_fetch() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream()
+    callers = [asyncio.create_task(wm.asearch("q", upstream.fetch)) for _ in range(1000)]
+    await until(lambda: wm.stats().lookups == 1000)
+    upstream.release.set()
+    assert await asyncio.gather(*callers) == ["result"] * 1000
+    assert upstream.calls == 1
+    stats = wm.stats()
+    assert (stats.misses, stats.coalesced, stats.inflight) == (1, 999, 0)
+
+
+def test_eight_threads_share_one_fetch() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    calls = 0
+    gate = threading.Barrier(8)
+    release = threading.Event()
+
+    def fetch() -> str:
+        nonlocal calls
+        calls += 1
+        release.wait(timeout=30)
+        return "shared"
+
+    results: list[str] = []
+
+    def caller() -> None:
+        gate.wait(timeout=30)
+        results.append(wm.search("q", fetch))
+
+    threads = [threading.Thread(target=caller) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    while wm.stats().lookups < 8:
+        threading.Event().wait(0.001)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert results == ["shared"] * 8
+    assert calls == 1
+    assert wm.stats().coalesced == 7
+
+
+def test_four_threads_each_with_its_own_loop_share_one_fetch() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream()
+    results: list[str] = []
+    errors: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            results.append(asyncio.run(wm.asearch("q", upstream.fetch)))
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    while wm.stats().lookups < 4:
+        threading.Event().wait(0.001)
+    upstream.release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert errors == []
+    assert results == ["result"] * 4
+    assert upstream.calls == 1
+    # The cache survived four loops coming and going: the next loop hits.
+    assert asyncio.run(wm.asearch("q", upstream.fetch)) == "result"
+    assert upstream.calls == 1
+
+
+def test_threads_and_tasks_mixed_share_one_fetch() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    calls = 0
+    release = threading.Event()
+
+    def blocking_fetch() -> str:
+        nonlocal calls
+        calls += 1
+        release.wait(timeout=30)
+        return "v"
+
+    async def async_fetch() -> str:
+        nonlocal calls
+        calls += 1
+        return "v"
+
+    results: list[str] = []
+    sync_threads = [
+        threading.Thread(target=lambda: results.append(wm.search("q", blocking_fetch)))
+        for _ in range(3)
+    ]
+    for thread in sync_threads:
+        thread.start()
+    while wm.stats().lookups < 3:
+        threading.Event().wait(0.001)
+
+    async def async_callers() -> list[str]:
+        tasks = [asyncio.create_task(wm.asearch("q", async_fetch)) for _ in range(3)]
+        await until(lambda: wm.stats().lookups == 6)
+        release.set()
+        return list(await asyncio.gather(*tasks))
+
+    results.extend(asyncio.run(async_callers()))
+    for thread in sync_threads:
+        thread.join(timeout=30)
+    assert results == ["v"] * 6
+    assert calls == 1
+
+
+async def test_a_sync_caller_on_the_fetching_loop_does_not_deadlock() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream("async")
+    task = asyncio.create_task(wm.asearch("q", upstream.fetch))
+    await until(lambda: upstream.started.is_set())
+    # Blocking on the flight would block the loop its fetch needs: it fetches alone instead.
+    assert wm.search("q", lambda: "sync") == "sync"
+    upstream.release.set()
+    assert await task == "async"
+    assert wm.stats().misses == 2
+
+
+async def test_cancelling_one_of_three_waiters_does_not_cancel_the_others() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream()
+    callers = [asyncio.create_task(wm.asearch("q", upstream.fetch)) for _ in range(3)]
+    await until(lambda: upstream.started.is_set())
+    callers[0].cancel()  # the leader, even
+    with pytest.raises(asyncio.CancelledError):
+        await callers[0]
+    upstream.release.set()
+    assert await asyncio.gather(*callers[1:]) == ["result", "result"]
+    assert upstream.calls == 1
+    assert upstream.cancelled == 0
+    assert wm.has("q")
+
+
+async def test_cancelling_every_waiter_cancels_the_fetch_and_leaks_nothing() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream()
+    callers = [asyncio.create_task(wm.asearch("q", upstream.fetch)) for _ in range(3)]
+    await until(lambda: upstream.started.is_set())
+    for caller in callers:
+        caller.cancel()
+    results = await asyncio.gather(*callers, return_exceptions=True)
+    assert all(isinstance(r, asyncio.CancelledError) for r in results)
+    await until(lambda: upstream.cancelled == 1)
+    stats = wm.stats()
+    assert (stats.inflight, stats.size) == (0, 0)
+    # The next caller starts afresh.
+    upstream.release.set()
+    assert await wm.asearch("q", upstream.fetch) == "result"
+    assert upstream.calls == 2
+
+
+async def test_a_timed_out_waiter_leaves_the_fetch_to_the_others() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    upstream = Upstream()
+    patient = asyncio.create_task(wm.asearch("q", upstream.fetch))
+    await until(lambda: upstream.started.is_set())
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(wm.asearch("q", upstream.fetch), timeout=0.01)
+    upstream.release.set()
+    assert await patient == "result"
+    assert upstream.cancelled == 0
+
+
+def test_a_waiter_whose_fetch_loop_shut_down_starts_again() -> None:
+    """The fetch dies with its loop, not by anyone's choice: the waiter on another loop retries."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    first, second = Upstream("first"), Upstream("second")
+    second.release.set()
+    second_result: list[str] = []
+    loop_a = asyncio.new_event_loop()
+    leader = loop_a.create_task(wm.asearch("q", first.fetch))
+    loop_a.run_until_complete(asyncio.sleep(0.01))  # the fetch task is now running on loop A
+
+    def other_loop() -> None:
+        second_result.append(asyncio.run(wm.asearch("q", second.fetch)))
+
+    thread = threading.Thread(target=other_loop)
+    thread.start()
+    while wm.stats().coalesced < 1:
+        threading.Event().wait(0.001)
+    leader.cancel()  # the leader leaves, but a waiter remains: the fetch continues...
+    loop_a.run_until_complete(asyncio.gather(leader, return_exceptions=True))
+    assert first.cancelled == 0
+    # ...until loop A shuts down, cancelling every task it still holds.
+    for task in asyncio.all_tasks(loop_a):
+        task.cancel()
+    loop_a.run_until_complete(asyncio.sleep(0.01))
+    loop_a.close()
+    thread.join(timeout=30)
+    assert second_result == ["second"]
+    assert first.cancelled == 1
+    assert second.calls == 1
+
+
+async def test_an_error_reaches_every_waiter_once_and_is_not_cached() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    calls = 0
+    release = asyncio.Event()
+
+    async def failing() -> str:
+        nonlocal calls
+        calls += 1
+        await release.wait()
+        raise ConnectionError("upstream down")
+
+    callers = [asyncio.create_task(wm.asearch("q", failing)) for _ in range(8)]
+    await until(lambda: wm.stats().lookups == 8)
+    release.set()
+    results = await asyncio.gather(*callers, return_exceptions=True)
+    assert all(isinstance(r, ConnectionError) for r in results)
+    assert calls == 1  # waiters did not re-run the failed fetch one after another
+    assert not wm.has("q")
+    assert wm.stats().inflight == 0
+
+    async def healthy() -> str:
+        return "ok"
+
+    assert await wm.asearch("q", healthy) == "ok"
+
+
+def test_a_sync_error_reaches_every_thread_and_is_not_cached() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    calls = 0
+    release = threading.Event()
+
+    def failing() -> str:
+        nonlocal calls
+        calls += 1
+        release.wait(timeout=30)
+        raise ValueError("bad request")
+
+    errors: list[BaseException] = []
+
+    def caller() -> None:
+        try:
+            wm.search("q", failing)
+        except ValueError as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=caller) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    while wm.stats().lookups < 4:
+        threading.Event().wait(0.001)
+    release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert len(errors) == 4
+    assert calls == 1
+    assert wm.search("q", lambda: "ok") == "ok"
+
+
+@pytest.mark.parametrize("how", ["invalidate_query", "invalidate_key", "clear", "scope"])
+async def test_a_fetch_started_before_invalidate_never_writes_after_it(how: str) -> None:
+    """The ABA case: fetch 1 starts, invalidate, fetch 2 starts, fetch 1 ends, fetch 2 ends."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    old, new = Upstream("old"), Upstream("new")
+    first = asyncio.create_task(wm.asearch("q", old.fetch, limit=5))
+    await until(lambda: old.started.is_set())
+    if how == "invalidate_query":
+        wm.invalidate("q")
+    elif how == "invalidate_key":
+        wm.invalidate("q", limit=5)
+    elif how == "clear":
+        wm.clear()
+    else:
+        wm.invalidate_scope("q")  # entries with params carry their query as a scope
+    assert wm.stats().inflight == 0
+    second = asyncio.create_task(wm.asearch("q", new.fetch, limit=5))
+    await until(lambda: new.started.is_set())
+    old.release.set()
+    assert await first == "old"  # its own waiter still gets its answer
+    assert not wm.has("q", limit=5)  # ...but it was not stored
+    assert wm.stats().inflight == 1  # and it did not remove the newer flight
+    new.release.set()
+    assert await second == "new"
+    assert wm.get("q", limit=5) == "new"
+
+
+async def test_no_inflight_entries_leak_after_success_error_or_cancellation() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+
+    async def ok() -> str:
+        return "v"
+
+    async def boom() -> str:
+        raise RuntimeError("x")
+
+    await wm.asearch("a", ok)
+    with pytest.raises(RuntimeError):
+        await wm.asearch("b", boom)
+    slow = Upstream()
+    task = asyncio.create_task(wm.asearch("c", slow.fetch))
+    await until(lambda: slow.started.is_set())
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await until(lambda: slow.cancelled == 1)
+    assert wm.stats().inflight == 0
+    assert wm._inflight == {}
+
+
+def test_keyboard_interrupt_in_the_leader_makes_waiters_start_again() -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    release = threading.Event()
+
+    def interrupted() -> str:
+        release.wait(timeout=30)
+        raise KeyboardInterrupt
+
+    follower_result: list[str] = []
+
+    def follower() -> None:
+        follower_result.append(wm.search("q", lambda: "retried"))
+
+    leader_error: list[BaseException] = []
+
+    def leader() -> None:
+        try:
+            wm.search("q", interrupted)
+        except KeyboardInterrupt as error:
+            leader_error.append(error)
+
+    lead = threading.Thread(target=leader)
+    lead.start()
+    while wm.stats().inflight < 1:
+        threading.Event().wait(0.001)
+    follow = threading.Thread(target=follower)
+    follow.start()
+    while wm.stats().coalesced < 1:
+        threading.Event().wait(0.001)
+    release.set()
+    lead.join(timeout=30)
+    follow.join(timeout=30)
+    assert len(leader_error) == 1
+    assert follower_result == ["retried"]
+    stats = wm.stats()
+    assert (stats.misses, stats.coalesced) == (1, 1)  # the retry is not counted twice

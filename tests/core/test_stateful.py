@@ -1,0 +1,180 @@
+"""The cache against a plain reference model, driven by hypothesis under a fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from wm_middleware import WorkingMemory
+
+from .conftest import FakeClock
+
+QUERIES = st.sampled_from(["a", "b", " a ", "c", "d", "e"])
+LIMITS = st.sampled_from([None, 5, 10])
+
+
+def params_of(limit: int | None) -> dict[str, Any]:
+    return {} if limit is None else {"limit": limit}
+
+
+class Model:
+    """What the cache should hold: key -> [value, expires, pinned], plus recency order."""
+
+    def __init__(self, max_entries: int, ttl: float) -> None:
+        self.max_entries = max_entries
+        self.ttl = ttl
+        self.entries: dict[tuple[str, int | None], list[Any]] = {}
+        self.order: list[tuple[str, int | None]] = []  # unpinned, oldest first
+        self.hits = self.misses = self.evictions = self.expirations = 0
+
+    @staticmethod
+    def key(query: str, limit: int | None) -> tuple[str, int | None]:
+        return (" ".join(query.split()), limit)
+
+    def live(self, key: tuple[str, int | None], now: float) -> bool:
+        entry = self.entries.get(key)
+        return entry is not None and (entry[2] or entry[1] > now)
+
+    def expire(self, key: tuple[str, int | None], now: float) -> None:
+        entry = self.entries.get(key)
+        if entry is not None and not entry[2] and entry[1] <= now:
+            del self.entries[key]
+            self.order.remove(key)
+            self.expirations += 1
+
+    def touch(self, key: tuple[str, int | None]) -> None:
+        if key in self.order:
+            self.order.remove(key)
+            self.order.append(key)
+
+    def get(self, key: tuple[str, int | None], now: float) -> Any:
+        if self.live(key, now):
+            self.hits += 1
+            self.touch(key)
+            return self.entries[key][0]
+        self.expire(key, now)
+        self.misses += 1
+        return None
+
+    def store(self, key: tuple[str, int | None], value: int, now: float, pin: bool) -> None:
+        entry = self.entries.get(key)
+        if entry is not None and entry[2]:
+            entry[0] = value
+            return
+        if key in self.order:
+            self.order.remove(key)
+        self.entries[key] = [value, now + self.ttl, pin]
+        if not pin:
+            self.order.append(key)
+            while len(self.order) > self.max_entries:
+                oldest = self.order.pop(0)
+                del self.entries[oldest]
+                self.evictions += 1
+
+
+class CacheMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.clock = FakeClock()
+        self.wm: WorkingMemory[int] = WorkingMemory(max_entries=3, ttl=10.0, clock=self.clock)
+        self.model = Model(3, 10.0)
+        self.counter = 0
+
+    def next_value(self) -> int:
+        self.counter += 1
+        return self.counter
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def get(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        assert self.wm.get(query, **params_of(limit)) == self.model.get(key, self.clock.now)
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def search(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        value = self.next_value()
+        expected = self.model.get(key, self.clock.now)
+        if expected is None:
+            self.model.store(key, value, self.clock.now, pin=False)
+            expected = value
+        assert self.wm.search(query, lambda: value, **params_of(limit)) == expected
+
+    @rule(query=QUERIES, limit=LIMITS, pin=st.booleans())
+    def set(self, query: str, limit: int | None, pin: bool) -> None:
+        value = self.next_value()
+        self.wm.set(query, value, pin=pin, **params_of(limit))
+        self.model.store(self.model.key(query, limit), value, self.clock.now, pin)
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def has(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        assert self.wm.has(query, **params_of(limit)) == self.model.live(key, self.clock.now)
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def pin(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        live = self.model.live(key, self.clock.now)
+        assert self.wm.pin(query, **params_of(limit)) == live
+        if live and not self.model.entries[key][2]:
+            self.model.entries[key][2] = True
+            self.model.order.remove(key)
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def unpin(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        entry = self.model.entries.get(key)
+        was_pinned = entry is not None and entry[2]
+        assert self.wm.unpin(query, **params_of(limit)) == was_pinned
+        if entry is not None and was_pinned:
+            entry[2] = False
+            self.model.store(key, entry[0], self.clock.now, pin=False)
+
+    @rule(query=QUERIES, limit=LIMITS)
+    def invalidate_one(self, query: str, limit: int | None) -> None:
+        key = self.model.key(query, limit)
+        if limit is None:
+            keys = [k for k in self.model.entries if k[0] == key[0]]
+            dropped = self.wm.invalidate(query)
+        else:
+            keys = [key] if key in self.model.entries else []
+            dropped = self.wm.invalidate(query, limit=limit)
+        assert dropped == len(keys)
+        for k in keys:
+            del self.model.entries[k]
+            if k in self.model.order:
+                self.model.order.remove(k)
+
+    @precondition(lambda self: self.counter % 7 == 0)
+    @rule()
+    def clear(self) -> None:
+        assert self.wm.invalidate() == len(self.model.entries)
+        self.model.entries.clear()
+        self.model.order.clear()
+
+    @rule(seconds=st.sampled_from([0.5, 3.0, 9.99, 10.0, 25.0]))
+    def advance(self, seconds: float) -> None:
+        self.clock.advance(seconds)
+
+    @invariant()
+    def counters_agree(self) -> None:
+        stats = self.wm.stats()
+        assert (stats.hits, stats.misses) == (self.model.hits, self.model.misses)
+        assert stats.evictions == self.model.evictions
+        assert stats.expirations == self.model.expirations
+        assert stats.coalesced == 0
+        assert stats.inflight == 0
+
+    @invariant()
+    def size_and_order_agree(self) -> None:
+        assert len(self.wm) == len(self.model.entries)
+        unpinned = [k for k in self.wm._lru]
+        expected = [k[0] if k[1] is None else (k[0], (("limit", k[1]),)) for k in self.model.order]
+        assert unpinned == expected
+        assert len(self.wm._lru) <= 3
+
+
+TestCacheAgainstModel = CacheMachine.TestCase
+TestCacheAgainstModel.settings = settings(max_examples=300, stateful_step_count=40, deadline=None)
