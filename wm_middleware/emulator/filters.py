@@ -1,0 +1,171 @@
+"""Metadata filter compilers for both SDK generations.
+
+Contract: each compiler turns the wire-format filter into a :data:`Predicate` over a
+metadata mapping, or ``None`` when no filter was given. Unknown shapes match
+everything (the emulator is lenient where the real API would reject).
+
+* 3.x (``filters``): ``{"AND": [...]}`` / ``{"OR": [...]}`` nesting of conditions
+  ``{"key", "value", "filterType"?, "negate"?, "ignoreCase"?, "numericOperator"?}``.
+* 5.x (``filter``): ``{"operator": "and"|"or", "operands": [...]}`` nesting of
+  predicates ``{"field", "operator", "value", "caseSensitive"?}`` with operators
+  ``eq/neq/contains/notContains/arrayContains/arrayNotContains/gt/gte/lt/lte``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .store import Predicate
+
+__all__ = ["compile_v3_filters", "compile_v5_filter"]
+
+
+def _truthy(value: object) -> bool:
+    return value is True or value == "true"
+
+
+def _as_float(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return None
+    return None
+
+
+def _compare(op: str, left: float, right: float) -> bool:
+    return {
+        ">": left > right,
+        "gt": left > right,
+        "<": left < right,
+        "lt": left < right,
+        ">=": left >= right,
+        "gte": left >= right,
+        "<=": left <= right,
+        "lte": left <= right,
+        "=": left == right,
+    }.get(op, False)
+
+
+def _v3_condition(cond: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+    key = str(cond.get("key", ""))
+    want = cond.get("value")
+    kind = cond.get("filterType") or "metadata"
+    ignore_case = _truthy(cond.get("ignoreCase"))
+    have = meta.get(key)
+    result: bool
+    if kind == "numeric":
+        left, right = _as_float(have), _as_float(want)
+        result = (
+            left is not None
+            and right is not None
+            and _compare(str(cond.get("numericOperator") or "="), left, right)
+        )
+    elif kind == "array_contains":
+        items = have if isinstance(have, list) else []
+        result = any(
+            (str(i).lower() == str(want).lower()) if ignore_case else str(i) == str(want)
+            for i in items
+        )
+    elif kind == "string_contains":
+        a, b = str(have if have is not None else ""), str(want)
+        result = have is not None and ((b.lower() in a.lower()) if ignore_case else (b in a))
+    else:
+        if have is None:
+            result = False
+        elif isinstance(have, bool) or ignore_case:
+            result = str(have).lower() == str(want).lower()
+        else:
+            result = str(have) == str(want)
+    return (not result) if _truthy(cond.get("negate")) else result
+
+
+def _v3_eval(node: object, meta: Mapping[str, Any]) -> bool:
+    if not isinstance(node, Mapping):
+        return True
+    if "AND" in node:
+        return all(_v3_eval(n, meta) for n in node["AND"] or [])
+    if "OR" in node:
+        items = node["OR"] or []
+        return any(_v3_eval(n, meta) for n in items) if items else True
+    if "key" in node:
+        return _v3_condition(node, meta)
+    return True
+
+
+def compile_v3_filters(filters: object) -> Predicate | None:
+    """Compile a 3.x ``filters`` value (object or JSON string) into a predicate."""
+    if filters is None:
+        return None
+    if isinstance(filters, str):
+        try:
+            filters = json.loads(filters)
+        except ValueError:
+            return None
+    node = filters
+
+    def predicate(meta: Mapping[str, Any]) -> bool:
+        return _v3_eval(node, meta)
+
+    return predicate
+
+
+def _v5_predicate(node: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
+    op = str(node.get("operator", "eq"))
+    have = meta.get(str(node.get("field", "")))
+    want = node.get("value")
+    case_sensitive = node.get("caseSensitive")
+    fold = case_sensitive is False
+
+    def norm(v: object) -> str:
+        s = str(v).lower() if isinstance(v, bool) else str(v)
+        return s.lower() if fold else s
+
+    if op in ("eq", "neq"):
+        if isinstance(want, bool) or isinstance(have, bool):
+            equal = have is not None and str(have).lower() == str(want).lower()
+        elif isinstance(want, int | float):
+            equal = _as_float(have) == float(want)
+        else:
+            equal = have is not None and norm(have) == norm(want)
+        return equal if op == "eq" else not equal
+    if op in ("contains", "notContains"):
+        found = have is not None and norm(want) in norm(have)
+        return found if op == "contains" else not found
+    if op in ("arrayContains", "arrayNotContains"):
+        items = have if isinstance(have, list) else []
+        found = any(str(i) == str(want) for i in items)
+        return found if op == "arrayContains" else not found
+    left, right = _as_float(have), _as_float(want)
+    return left is not None and right is not None and _compare(op, left, right)
+
+
+def _v5_eval(node: object, meta: Mapping[str, Any]) -> bool:
+    if not isinstance(node, Mapping):
+        return True
+    if "operands" in node:
+        operands = node.get("operands") or []
+        if node.get("operator") == "or":
+            return any(_v5_eval(n, meta) for n in operands) if operands else True
+        return all(_v5_eval(n, meta) for n in operands)
+    if "field" in node:
+        return _v5_predicate(node, meta)
+    return True
+
+
+def compile_v5_filter(filter_: object) -> Predicate | None:
+    """Compile a 5.x ``filter`` expression into a predicate."""
+    if filter_ is None:
+        return None
+    node = filter_
+
+    def predicate(meta: Mapping[str, Any]) -> bool:
+        return _v5_eval(node, meta)
+
+    return predicate

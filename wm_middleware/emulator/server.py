@@ -1,0 +1,206 @@
+"""Running the emulator: in-process background server and blocking ``serve``.
+
+Contract:
+
+* :class:`EmulatorServer` is an :class:`~wm_middleware.emulator.app.Emulator` that
+  can run uvicorn on a daemon thread. ``start()`` binds ``host:port`` itself (port
+  ``0`` picks a free port, exposed as :attr:`EmulatorServer.port`) and returns only
+  once the server accepts connections; ``stop()`` releases hung requests, shuts
+  uvicorn down and joins the thread. It is a (sync and async) context manager and is
+  safe to use from async tests because the server never runs on the caller's loop.
+* :func:`serve` runs the emulator in the foreground until interrupted (for the CLI).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from .app import Emulator, create_app
+from .faults import LatencySpec
+from .store import DEFAULT_CONTAINER_TAG, SeedMemory
+
+__all__ = ["EmulatorServer", "serve"]
+
+
+class EmulatorServer(Emulator):
+    """An emulator served over HTTP from a background thread.
+
+    Args:
+        host: interface to bind (default loopback).
+        port: TCP port; ``0`` (default) picks a free one.
+        log_level: uvicorn log level (default ``"warning"``).
+        startup_timeout: seconds ``start()`` waits for the server to come up.
+        **options: forwarded to :class:`Emulator` (``latency``, ``seed``,
+            ``error_rate``, ``error_statuses``, ``api_keys``, ``indexing_delay``).
+
+    Example::
+
+        with EmulatorServer() as server:
+            server.seed("sk-test", ["User has a peanut allergy"], container_tag="u1")
+            client = supermemory.Supermemory(api_key="sk-test", base_url=server.base_url)
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        log_level: str = "warning",
+        startup_timeout: float = 10.0,
+        latency: LatencySpec = None,
+        seed: int | None = None,
+        error_rate: float = 0.0,
+        error_statuses: Sequence[int] = (500,),
+        api_keys: Iterable[str] | None = None,
+        indexing_delay: float = 0.0,
+    ) -> None:
+        super().__init__(
+            latency=latency,
+            seed=seed,
+            error_rate=error_rate,
+            error_statuses=error_statuses,
+            api_keys=api_keys,
+            indexing_delay=indexing_delay,
+        )
+        self.host = host
+        self._requested_port = port
+        self.port: int = port
+        self.log_level = log_level
+        self.startup_timeout = startup_timeout
+        self.app = create_app(self)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+
+    @property
+    def base_url(self) -> str:
+        """``http://host:port`` -- pass as ``base_url`` to either SDK generation."""
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        """Whether the server thread is alive and serving."""
+        return (
+            self._thread is not None
+            and self._thread.is_alive()
+            and bool(self._server and self._server.started)
+        )
+
+    def url(self, path: str) -> str:
+        """Absolute URL for ``path`` on this server."""
+        return self.base_url + (path if path.startswith("/") else "/" + path)
+
+    def start(self) -> EmulatorServer:
+        """Start serving (idempotent); returns ``self`` once connections are accepted."""
+        if self._thread is not None:
+            return self
+        self.stopping.clear()
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((self.host, self._requested_port))
+        sock.listen(128)
+        sock.setblocking(False)
+        self._socket = sock
+        self.port = int(sock.getsockname()[1])
+        config = uvicorn.Config(
+            self.app,
+            log_level=self.log_level,
+            lifespan="off",
+            access_log=False,
+            timeout_graceful_shutdown=1,
+            timeout_keep_alive=5,
+        )
+        server = uvicorn.Server(config)
+        self._server = server
+        thread = threading.Thread(
+            target=server.run,
+            kwargs={"sockets": [sock]},
+            name=f"wm-emulator:{self.port}",
+            daemon=True,
+        )
+        self._thread = thread
+        thread.start()
+        deadline = time.monotonic() + self.startup_timeout
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"emulator failed to start on {self.host}:{self.port}")
+            time.sleep(0.005)
+        return self
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop serving and join the thread (idempotent); hung requests are released."""
+        self.stopping.set()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._socket is not None:
+            self._socket.close()
+        self._server = None
+        self._thread = None
+        self._socket = None
+
+    def __enter__(self) -> EmulatorServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    async def __aenter__(self) -> EmulatorServer:
+        return await asyncio.to_thread(self.start)
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await asyncio.to_thread(self.stop)
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    *,
+    latency: LatencySpec = None,
+    seed: int | None = None,
+    error_rate: float = 0.0,
+    error_statuses: Sequence[int] = (500,),
+    api_keys: Iterable[str] | None = None,
+    indexing_delay: float = 0.0,
+    seed_data: Mapping[str, Iterable[SeedMemory | str | Mapping[str, Any]]] | None = None,
+    container_tag: str = DEFAULT_CONTAINER_TAG,
+    log_level: str = "info",
+) -> None:
+    """Serve the emulator on ``host:port`` in the foreground until interrupted.
+
+    ``seed_data`` maps an API key to memories to seed before serving (plain strings
+    go to ``container_tag``). Other options are those of :class:`Emulator`.
+    """
+    emulator = Emulator(
+        latency=latency,
+        seed=seed,
+        error_rate=error_rate,
+        error_statuses=error_statuses,
+        api_keys=api_keys,
+        indexing_delay=indexing_delay,
+    )
+    for key, memories in (seed_data or {}).items():
+        emulator.seed(key, memories, container_tag=container_tag)
+    uvicorn.run(create_app(emulator), host=host, port=port, log_level=log_level, lifespan="off")
