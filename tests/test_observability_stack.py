@@ -1,0 +1,641 @@
+"""Checks for the observability stack: otel-collector.yaml and examples/observability/.
+
+No Docker engine runs here, so this tests what can be tested for real:
+
+* the collector, Jaeger, Prometheus, compose and Grafana files parse and are wired together;
+* every PromQL expression in the Grafana dashboard returns data from a real ``prometheus``
+  (Debian's package; the test skips without it) scraping metrics recorded through the
+  OpenTelemetry SDK and the Python ``opentelemetry-exporter-prometheus`` exporter.
+
+The metrics come from :func:`emit_library_metrics`, which records the library's contract
+(names, units, attributes) directly with the SDK for now; wm_middleware's telemetry module
+will replace its body. This module deliberately does not import ``wm_middleware``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the stack's config files")
+
+REPO = Path(__file__).resolve().parent.parent
+COLLECTOR_CONFIG = REPO / "otel-collector.yaml"
+STACK = REPO / "examples" / "observability"
+COMPOSE = STACK / "docker-compose.yml"
+PROMETHEUS_CONFIG = STACK / "prometheus.yml"
+JAEGER_CONFIG = STACK / "jaeger" / "config.yaml"
+GRAFANA_DATASOURCES = STACK / "grafana" / "provisioning" / "datasources" / "datasources.yml"
+GRAFANA_PROVIDERS = STACK / "grafana" / "provisioning" / "dashboards" / "dashboards.yml"
+DASHBOARD = STACK / "grafana" / "dashboards" / "wm-cached-vs-uncached.json"
+
+# The library's contract (see the task brief / REFERENCE.md section 4).
+SEARCH_DURATION_BUCKETS = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.05,
+    0.1,
+    0.5,
+    1.0,
+    5.0,
+    10.0,
+)
+# Prometheus names of the contract's instruments, as both the collector's prometheus
+# exporter and the Python PrometheusMetricReader translate them (unit `s` -> `_seconds`,
+# `{...}` annotations dropped, monotonic sums -> `_total`).
+PROMETHEUS_NAMES = {
+    "wm.cache.requests": "wm_cache_requests_total",
+    "wm.search.duration": "wm_search_duration_seconds",
+    "wm.cache.size": "wm_cache_size",
+    "wm.cache.inflight": "wm_cache_inflight",
+    "wm.cache.evictions": "wm_cache_evictions_total",
+    "wm.cache.expirations": "wm_cache_expirations_total",
+    "wm.cache.invalidations": "wm_cache_invalidations_total",
+}
+CACHED_JOB = "agent-cached"
+UNCACHED_JOB = "agent-uncached"
+
+
+def _load_yaml(path: Path) -> dict[str, Any]:
+    data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    assert isinstance(data, dict), f"{path} is not a YAML mapping"
+    return data
+
+
+def _load_dashboard() -> dict[str, Any]:
+    data = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    assert isinstance(data, dict)
+    return data
+
+
+def _component_type(name: str) -> str:
+    """`otlp_grpc/jaeger` -> `otlp_grpc` (collector component ids are type[/name])."""
+    return name.split("/", 1)[0]
+
+
+def _go_duration_seconds(text: str) -> float:
+    units = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    total = 0.0
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)", text)
+    assert "".join(n + u for n, u in parts) == text, f"not a Go duration: {text!r}"
+    assert parts, f"empty duration: {text!r}"
+    for number, unit in parts:
+        total += float(number) * units[unit]
+    return total
+
+
+# --------------------------------------------------------------------------- collector
+
+
+@pytest.fixture(scope="module")
+def collector() -> dict[str, Any]:
+    return _load_yaml(COLLECTOR_CONFIG)
+
+
+def test_collector_pipelines_reference_defined_components(collector: dict[str, Any]) -> None:
+    pipelines = collector["service"]["pipelines"]
+    assert {"traces", "metrics"} <= {_component_type(p) for p in pipelines}
+    defined = {
+        kind: set(collector.get(kind) or {})
+        for kind in ("receivers", "processors", "exporters", "connectors")
+    }
+    connectors = defined["connectors"]
+    used_as_exporter: set[str] = set()
+    used_as_receiver: set[str] = set()
+    for name, pipeline in pipelines.items():
+        assert pipeline.get("receivers"), f"pipeline {name} has no receivers"
+        assert pipeline.get("exporters"), f"pipeline {name} has no exporters"
+        for receiver in pipeline["receivers"]:
+            assert receiver in defined["receivers"] | connectors, f"{name}: unknown {receiver}"
+            if receiver in connectors:
+                used_as_receiver.add(receiver)
+        for processor in pipeline.get("processors", []):
+            assert processor in defined["processors"], f"{name}: unknown processor {processor}"
+        for exporter in pipeline["exporters"]:
+            assert exporter in defined["exporters"] | connectors, f"{name}: unknown {exporter}"
+            if exporter in connectors:
+                used_as_exporter.add(exporter)
+    assert used_as_exporter == connectors, "every connector must be a pipeline exporter"
+    assert used_as_receiver == connectors, "every connector must be a pipeline receiver"
+
+
+def test_collector_receivers_bind_all_interfaces(collector: dict[str, Any]) -> None:
+    protocols = collector["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+    assert protocols["http"]["endpoint"] == "0.0.0.0:4318"
+
+
+def test_collector_processors_and_jaeger_export(collector: dict[str, Any]) -> None:
+    assert {"memory_limiter", "batch"} <= set(collector["processors"])
+    for pipeline in collector["service"]["pipelines"].values():
+        assert pipeline["processors"][0] == "memory_limiter", "memory_limiter must come first"
+    exporters = collector["exporters"]
+    # collector-contrib >= 0.144 names: otlp_grpc / otlp_http (otlp / otlphttp are deprecated).
+    assert not any(_component_type(e) in {"otlp", "otlphttp"} for e in exporters)
+    jaeger = [e for e in exporters if _component_type(e) == "otlp_grpc"]
+    assert len(jaeger) == 1
+    assert exporters[jaeger[0]]["endpoint"] == "jaeger:4317"
+    assert exporters[jaeger[0]]["tls"]["insecure"] is True
+    assert jaeger[0] in collector["service"]["pipelines"]["traces"]["exporters"]
+
+
+def test_collector_spanmetrics_connector(collector: dict[str, Any]) -> None:
+    spanmetrics = collector["connectors"]["spanmetrics"]
+    dimensions = [d["name"] for d in spanmetrics["dimensions"]]
+    assert "wm.cache.result" in dimensions
+    assert "supermemory.operation" in dimensions
+    buckets = [_go_duration_seconds(b) for b in spanmetrics["histogram"]["explicit"]["buckets"]]
+    assert buckets == sorted(buckets)
+    assert buckets[0] < 0.001, "cache hits need a first bucket below 1 ms"
+    pipelines = collector["service"]["pipelines"]
+    assert "spanmetrics" in pipelines["traces"]["exporters"]
+    assert "spanmetrics" in pipelines["metrics"]["receivers"]
+
+
+def test_collector_prometheus_exporter(collector: dict[str, Any]) -> None:
+    prometheus = collector["exporters"]["prometheus"]
+    assert prometheus["endpoint"] == "0.0.0.0:8889"
+    assert prometheus["enable_open_metrics"] is True
+    assert prometheus["resource_to_telemetry_conversion"]["enabled"] is True
+    assert collector["service"]["pipelines"]["metrics"]["exporters"] == ["prometheus"]
+
+
+# --------------------------------------------------------------------------- compose
+
+
+@pytest.fixture(scope="module")
+def compose() -> dict[str, Any]:
+    return _load_yaml(COMPOSE)
+
+
+def _bind_mounts(service: dict[str, Any]) -> Iterator[tuple[Path, str]]:
+    for volume in service.get("volumes", []):
+        source, target = str(volume).split(":")[:2]
+        if source.startswith((".", "/")):
+            yield (STACK / source).resolve(), target
+
+
+def test_compose_bind_mounts_exist(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    assert {"otel-collector", "jaeger", "prometheus", "grafana"} <= set(services)
+    for name, service in services.items():
+        for source, target in _bind_mounts(service):
+            assert source.exists(), f"{name}: {source} (mounted at {target}) does not exist"
+
+
+def test_compose_images_are_pinned(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    for name, service in services.items():
+        image = service["image"]
+        assert ":" in image, f"{name}: unpinned {image}"
+        assert not image.endswith(":latest"), f"{name}: unpinned {image}"
+    collector_image = services["otel-collector"]["image"]
+    assert collector_image.startswith("otel/opentelemetry-collector-contrib:")
+    major, minor = (int(x) for x in collector_image.rsplit(":", 1)[1].split(".")[:2])
+    assert (major, minor) >= (0, 144), "otlp_grpc exporter name needs collector-contrib >= 0.144"
+    assert re.fullmatch(r"jaegertracing/jaeger:2\.\d+\.\d+", services["jaeger"]["image"])
+
+
+def test_compose_wiring(compose: dict[str, Any]) -> None:
+    services = compose["services"]
+    collector = services["otel-collector"]
+    mounts = dict(_bind_mounts(collector))
+    assert mounts.get(COLLECTOR_CONFIG.resolve()) is not None, (
+        "collector must mount the repo config"
+    )
+    config_path = mounts[COLLECTOR_CONFIG.resolve()]
+    assert any(config_path in str(arg) for arg in collector.get("command", []))
+    assert {"4317:4317", "4318:4318"} <= {str(p) for p in collector["ports"]}
+
+    jaeger = services["jaeger"]
+    assert "16686:16686" in {str(p) for p in jaeger["ports"]}
+    jaeger_mounts = dict(_bind_mounts(jaeger))
+    assert jaeger_mounts.get(JAEGER_CONFIG.resolve()) in jaeger["command"]
+
+    prometheus = services["prometheus"]
+    assert "--enable-feature=exemplar-storage" in prometheus["command"]
+    assert dict(_bind_mounts(prometheus)).get(PROMETHEUS_CONFIG.resolve())
+
+    grafana = services["grafana"]
+    env = dict(str(e).split("=", 1) for e in grafana["environment"])
+    assert env["GF_AUTH_ANONYMOUS_ENABLED"] == "true"
+    assert env["GF_AUTH_ANONYMOUS_ORG_ROLE"] == "Admin"
+    grafana_mounts = {target: source for source, target in _bind_mounts(grafana)}
+    assert grafana_mounts["/etc/grafana/provisioning/datasources"] == GRAFANA_DATASOURCES.parent
+    assert grafana_mounts["/etc/grafana/provisioning/dashboards"] == GRAFANA_PROVIDERS.parent
+    providers = _load_yaml(GRAFANA_PROVIDERS)["providers"]
+    provider_paths = {p["options"]["path"] for p in providers}
+    assert len(provider_paths) == 1
+    dashboards_dir = grafana_mounts[provider_paths.pop()]
+    assert (dashboards_dir / DASHBOARD.name).resolve() == DASHBOARD.resolve()
+
+
+def test_prometheus_config_scrapes_collector() -> None:
+    config = _load_yaml(PROMETHEUS_CONFIG)
+    jobs = config["scrape_configs"]
+    collector_jobs = [j for j in jobs if "otel-collector:8889" in j["static_configs"][0]["targets"]]
+    assert len(collector_jobs) == 1
+    # job = service.name as set by the collector's exporter (the dashboard's $job variable).
+    assert collector_jobs[0]["honor_labels"] is True
+    promtool = shutil.which("promtool")
+    if promtool:
+        subprocess.run([promtool, "check", "config", str(PROMETHEUS_CONFIG)], check=True)
+
+
+def test_jaeger_config_wires_spm_to_prometheus(collector: dict[str, Any]) -> None:
+    config = _load_yaml(JAEGER_CONFIG)
+    query = config["extensions"]["jaeger_query"]["storage"]
+    storage = config["extensions"]["jaeger_storage"]
+    assert query["traces"] in storage["backends"]
+    prometheus = storage["metric_backends"][query["metrics"]]["prometheus"]
+    assert prometheus["endpoint"] == "http://prometheus:9090"
+    # Must match the spanmetrics connector's namespace and histogram unit.
+    spanmetrics = collector["connectors"]["spanmetrics"]
+    assert prometheus["metric_namespace"] == spanmetrics["namespace"].replace(".", "_")
+    assert prometheus["latency_unit"] == spanmetrics["histogram"]["unit"]
+    protocols = config["receivers"]["otlp"]["protocols"]
+    assert protocols["grpc"]["endpoint"] == "0.0.0.0:4317"
+
+
+def test_grafana_datasources() -> None:
+    datasources = {d["uid"]: d for d in _load_yaml(GRAFANA_DATASOURCES)["datasources"]}
+    assert datasources["prometheus"]["type"] == "prometheus"
+    assert datasources["prometheus"]["url"] == "http://prometheus:9090"
+    assert datasources["jaeger"]["type"] == "jaeger"
+    assert datasources["jaeger"]["url"] == "http://jaeger:16686"
+    used = {
+        node["uid"]
+        for node in _walk(_load_dashboard())
+        if isinstance(node, dict) and "uid" in node and "type" in node
+    }
+    assert used <= set(datasources), f"dashboard uses unknown datasources {used - set(datasources)}"
+
+
+# --------------------------------------------------------------------------- dashboard
+
+
+def _walk(node: Any) -> Iterator[Any]:
+    yield node
+    if isinstance(node, dict):
+        for value in node.values():
+            yield from _walk(value)
+    elif isinstance(node, list):
+        for value in node:
+            yield from _walk(value)
+
+
+def _panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    return [
+        (panel["title"], target["expr"])
+        for panel in dashboard["panels"]
+        for target in panel.get("targets", [])
+        if target.get("expr")
+    ]
+
+
+def _variable_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
+    """`label_values(selector, label)` of each variable, as a PromQL selector."""
+    queries = []
+    for variable in dashboard["templating"]["list"]:
+        query = variable["query"]
+        text = query["query"] if isinstance(query, dict) else query
+        match = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", text.strip())
+        assert match, f"variable {variable['name']}: unexpected query {text!r}"
+        queries.append((f"variable {variable['name']}", match.group(1)))
+    return queries
+
+
+def test_dashboard_panels() -> None:
+    dashboard = _load_dashboard()
+    assert dashboard["title"] == "Working memory: cached vs uncached"
+    panels: dict[str, dict[str, Any]] = {p["title"].lower(): p for p in dashboard["panels"]}
+    ids = [p["id"] for p in dashboard["panels"]]
+    assert len(ids) == len(set(ids))
+
+    def panel(*words: str) -> dict[str, Any]:
+        found = [p for title, p in panels.items() if all(w in title for w in words)]
+        assert found, f"no panel titled with {words}"
+        return found[0]
+
+    latency = " ".join(t["expr"] for t in panel("latency")["targets"])
+    for quantile in ("0.5", "0.95", "0.99"):
+        assert f"histogram_quantile({quantile}," in latency
+    assert "wm_search_duration_seconds_bucket" in latency
+    assert "by (job, wm_cache_result, le)" in latency
+    hit_ratio = panel("hit ratio")["targets"][0]["expr"]
+    assert 'wm_cache_result="hit"' in hit_ratio
+    saved = panel("upstream", "saved")["targets"][0]["expr"]
+    assert 'wm_cache_result=~"hit|coalesced"' in saved
+    assert 'wm_cache_result="coalesced"' in panel("coalesced calls")["targets"][0]["expr"]
+    assert "wm_cache_size" in panel("cache size")["targets"][0]["expr"]
+    assert "wm_cache_evictions_total" in panel("evictions")["targets"][0]["expr"]
+
+    variables = {v["name"]: v for v in dashboard["templating"]["list"]}
+    assert variables["job"]["multi"]
+    assert variables["job"]["includeAll"]
+    for title, expr in _panel_queries(dashboard):
+        assert '"$job"' in expr, f"{title}: query ignores the $job variable"
+
+
+def test_dashboard_uses_contract_metric_names() -> None:
+    known = set(PROMETHEUS_NAMES.values()) | {
+        PROMETHEUS_NAMES["wm.search.duration"] + suffix for suffix in ("_bucket", "_sum", "_count")
+    }
+    for title, expr in _panel_queries(_load_dashboard()):
+        names = set(re.findall(r"\b(wm_[a-z_]+)\b", expr)) - {"wm_cache_result"}
+        assert names, f"{title}: no wm_* metric"
+        assert names <= known, f"{title}: unknown metrics {names - known}"
+
+
+# --------------------------------------------------------------------------- real Prometheus
+
+
+@dataclass
+class _LibraryTelemetry:
+    """Instruments plus the plain counters the observable instruments report."""
+
+    requests: Any
+    duration: Any
+    rng: random.Random
+    size: int = 0
+    inflight: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    invalidations: int = 0
+
+
+_TELEMETRY: weakref.WeakKeyDictionary[Any, _LibraryTelemetry] = weakref.WeakKeyDictionary()
+
+
+def emit_library_metrics(meter_provider: Any, *, cached: bool = True) -> None:
+    """Record one round of memory reads the way wm_middleware's telemetry does.
+
+    Stand-in for the library: its telemetry module will replace this body. Names, units,
+    buckets and attributes follow the contract: ``wm.cache.requests`` ({request}),
+    ``wm.search.duration`` (s, sub-ms advisory buckets), observable gauges ``wm.cache.size``
+    ({entry}) and ``wm.cache.inflight`` ({request}), observable counters
+    ``wm.cache.evictions|expirations|invalidations`` ({entry}). ``cached=False`` is the
+    uncached run: every read is ``wm.cache.result="bypass"``.
+    """
+    state = _TELEMETRY.get(meter_provider)
+    if state is None:
+        from opentelemetry.metrics import CallbackOptions, Observation
+
+        meter = meter_provider.get_meter("wm_middleware")
+
+        def observe(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
+            def callback(_options: CallbackOptions) -> Iterable[Observation]:
+                yield Observation(getattr(_TELEMETRY[meter_provider], field))
+
+            return callback
+
+        state = _LibraryTelemetry(
+            requests=meter.create_counter(
+                "wm.cache.requests", unit="{request}", description="Memory reads by cache result."
+            ),
+            duration=meter.create_histogram(
+                "wm.search.duration",
+                unit="s",
+                description="Duration of memory reads as seen by the caller.",
+                explicit_bucket_boundaries_advisory=list(SEARCH_DURATION_BUCKETS),
+            ),
+            rng=random.Random(7),
+        )
+        _TELEMETRY[meter_provider] = state
+        meter.create_observable_gauge(
+            "wm.cache.size", [observe("size")], unit="{entry}", description="Cached entries."
+        )
+        meter.create_observable_gauge(
+            "wm.cache.inflight", [observe("inflight")], unit="{request}", description="Fetches."
+        )
+        for name in ("evictions", "expirations", "invalidations"):
+            meter.create_observable_counter(
+                f"wm.cache.{name}", [observe(name)], unit="{entry}", description=f"Cache {name}."
+            )
+
+    rng = state.rng
+    for operation in ("search.memories", "profile"):
+        outcomes = ["hit"] * 6 + ["miss"] * 2 + ["coalesced"] * 2 if cached else ["bypass"] * 10
+        for result in outcomes:
+            attributes: dict[str, str] = {
+                "wm.cache.result": result,
+                "supermemory.operation": operation,
+            }
+            if result == "hit":
+                seconds = rng.uniform(0.00004, 0.0004)
+            else:
+                seconds = rng.uniform(0.04, 0.4)
+                if rng.random() < 0.05:
+                    attributes["error.type"] = "APITimeoutError"
+            state.requests.add(
+                1, {k: attributes[k] for k in ("wm.cache.result", "supermemory.operation")}
+            )
+            state.duration.record(seconds, attributes)
+    if cached:
+        state.size = min(state.size + 2, 100)
+        state.inflight = rng.randint(0, 3)
+        state.evictions += 1
+        state.expirations += 1
+        state.invalidations += rng.randint(0, 1)
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass
+class _Exporter:
+    job: str
+    port: int
+    stop: Callable[[], None]
+
+
+def _start_exporter(job: str, *, cached: bool) -> _Exporter:
+    """An SDK MeterProvider + PrometheusMetricReader served on a loopback port."""
+    prometheus_client = pytest.importorskip("prometheus_client")
+    exporter_module = pytest.importorskip(
+        "opentelemetry.exporter.prometheus", reason="opentelemetry-exporter-prometheus missing"
+    )
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.resources import Resource
+
+    registry = prometheus_client.CollectorRegistry(auto_describe=True)
+    reader = exporter_module.PrometheusMetricReader(registry=registry)
+    provider = MeterProvider(
+        metric_readers=[reader], resource=Resource.create({"service.name": job})
+    )
+    server, thread = prometheus_client.start_http_server(0, addr="127.0.0.1", registry=registry)
+    done = threading.Event()
+
+    def drive() -> None:  # keep counters moving so rate() is non-zero
+        while not done.wait(0.2):
+            emit_library_metrics(provider, cached=cached)
+
+    emit_library_metrics(provider, cached=cached)
+    driver = threading.Thread(target=drive, name=f"emit-{job}", daemon=True)
+    driver.start()
+
+    def stop() -> None:
+        done.set()
+        driver.join(timeout=5)
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        provider.shutdown()
+
+    return _Exporter(job=job, port=int(server.server_port), stop=stop)
+
+
+def _get_json(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=5) as response:
+        data = json.load(response)
+    assert isinstance(data, dict)
+    return data
+
+
+def _query(base: str, expr: str) -> list[dict[str, Any]]:
+    data = _get_json(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
+    assert data["status"] == "success", data
+    result: list[dict[str, Any]] = data["data"]["result"]
+    return result
+
+
+def _has_finite_sample(result: list[dict[str, Any]]) -> bool:
+    return any(math.isfinite(float(series["value"][1])) for series in result)
+
+
+def _substitute(expr: str) -> str:
+    """Replace Grafana template variables with concrete values."""
+    values = {
+        "$__rate_interval": "30s",
+        "$__range": "5m",
+        "$__interval": "5s",
+        "$job": ".*",
+        "$operation": ".*",
+    }
+    for name, value in sorted(values.items(), key=lambda kv: -len(kv[0])):
+        expr = expr.replace(name, value)
+    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
+    return expr
+
+
+@pytest.fixture
+def exporters() -> Iterator[list[_Exporter]]:
+    started: list[_Exporter] = []
+    try:
+        started.append(_start_exporter(CACHED_JOB, cached=True))
+        started.append(_start_exporter(UNCACHED_JOB, cached=False))
+        yield started
+    finally:
+        for exporter in started:
+            exporter.stop()
+
+
+def test_python_exporter_names(exporters: list[_Exporter]) -> None:
+    """The Python exporter's exposition carries the names the dashboard queries."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{exporters[0].port}/metrics", timeout=5) as r:
+        text = r.read().decode()
+    for name in PROMETHEUS_NAMES.values():
+        assert re.search(rf"^# TYPE {name} ", text, re.MULTILINE), f"{name} missing:\n{text}"
+    first_bucket = r'^wm_search_duration_seconds_bucket\{[^}]*le="5e-05"'
+    assert re.search(first_bucket, text, re.MULTILINE), "the 50 us bucket is missing"
+
+
+def test_dashboard_queries_return_data_from_real_prometheus(
+    exporters: list[_Exporter], tmp_path: Path
+) -> None:
+    binary = shutil.which("prometheus")
+    if binary is None:
+        pytest.skip("no `prometheus` binary (CI installs it: apt-get install -y prometheus)")
+    config = {
+        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
+        "scrape_configs": [
+            {
+                "job_name": exporter.job,
+                "scrape_interval": "1s",
+                "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}],
+            }
+            for exporter in exporters
+        ],
+    }
+    config_file = tmp_path / "prometheus.yml"
+    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    log = (tmp_path / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={config_file}",
+            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--enable-feature=exemplar-storage",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    dashboard = _load_dashboard()
+    queries = _panel_queries(dashboard) + _variable_queries(dashboard)
+    try:
+        pending = dict.fromkeys(queries, "not run")
+        deadline = time.monotonic() + 120
+        while pending and time.monotonic() < deadline:
+            assert process.poll() is None, "prometheus exited:\n" + _read(tmp_path)
+            for title, expr in list(pending):
+                try:
+                    result = _query(base, _substitute(expr))
+                except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+                    pending[(title, expr)] = f"prometheus not answering: {exc}"
+                    continue
+                if result and _has_finite_sample(result):
+                    del pending[(title, expr)]
+                else:
+                    pending[(title, expr)] = f"result {result}"
+            if pending:
+                time.sleep(1)
+        assert not pending, "queries without data:\n" + "\n".join(
+            f"- {title}: {expr}\n  {why}" for (title, expr), why in pending.items()
+        )
+        # Both runs are there to compare, told apart by job (the OTel service.name).
+        jobs = {s["metric"]["job"] for s in _query(base, "sum by (job) (wm_cache_requests_total)")}
+        assert jobs == {CACHED_JOB, UNCACHED_JOB}
+        bypass = _query(base, 'sum by (job) (wm_cache_requests_total{wm_cache_result="bypass"})')
+        assert {s["metric"]["job"] for s in bypass} == {UNCACHED_JOB}
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+        log.close()
+
+
+def _read(tmp_path: Path) -> str:
+    return (tmp_path / "prometheus.log").read_text(encoding="utf-8", errors="replace")[-4000:]
