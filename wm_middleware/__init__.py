@@ -1,6 +1,60 @@
-"""wm_middleware: a working memory for AI agents in front of Supermemory's memory search."""
+"""wm_middleware: a working memory for AI agents in front of Supermemory's memory search.
+
+Agents ask Supermemory the same questions many times per turn. ``wm_middleware`` puts an
+in-process LRU + TTL cache with single-flight in front of the existing Python clients, so a
+repeated search costs a dict lookup instead of a network round trip, and makes every read
+observable with OpenTelemetry.
+
+Usage::
+
+    import wm_middleware
+    from supermemory import Supermemory
+
+    memory = wm_middleware.instrument()          # patches the supermemory clients in-process
+    client = Supermemory(api_key="...")
+    client.search.memories(q="user preferences", container_tag="user-1")   # network
+    client.search.memories(q="user preferences", container_tag="user-1")   # cache hit
+    print(memory.stats())   # CacheStats(hits=1, misses=1, coalesced=0, ...)
+
+Or without monkeypatching: ``cached = wm_middleware.wrap(client)``.
+
+What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
+``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
+what they could change), raw/streaming responses, status polls, errors. Entries never cross
+tenants: base URL, API key (fingerprinted), container tag / namespace and every parameter are
+part of the key.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 from ._cache import CacheStats, WorkingMemory
+from ._instrumentor import WorkingMemoryInstrumentor, instrument, uninstrument, wrap
 from .version import __version__
 
-__all__ = ["CacheStats", "WorkingMemory", "__version__"]
+__all__ = [
+    "AsyncCachingTransport",
+    "CacheStats",
+    "CachingTransport",
+    "WorkingMemory",
+    "WorkingMemoryInstrumentor",
+    "__version__",
+    "configure_otlp",
+    "instrument",
+    "uninstrument",
+    "wrap",
+]
+
+
+def __getattr__(name: str) -> Any:
+    # Imported on first use: they pull in modules the cache core does not need.
+    if name in ("CachingTransport", "AsyncCachingTransport"):
+        from ._adapters import httpx_transport
+
+        return getattr(httpx_transport, name)
+    if name == "configure_otlp":
+        from ._otlp import configure_otlp
+
+        return configure_otlp
+    raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")

@@ -1,0 +1,297 @@
+"""The one path every intercepted call takes: lookup, fetch, store, invalidate, and telemetry.
+
+Adapters describe a call (:class:`Read` or :class:`Write`) and hand over a thunk that performs it;
+:class:`Runtime` does the rest. Adding telemetry, a cache-off mode or a second cache tier happens
+here once, for every client family.
+
+Value isolation lives here too. A :class:`Read` carries ``encode`` (what comes back from upstream
+-> an immutable snapshot to store) and ``decode`` (snapshot -> a fresh object per caller), so a
+caller that mutates its result never changes what the next caller gets.
+
+Nesting. Layers may stack: ``wrap(client)`` over ``instrument()``, or a model-level patch over a
+transport-level one. The outermost layer handles the call and marks the context; inner layers
+see the mark and pass the call straight through, so nothing is cached or traced twice.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Hashable
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from opentelemetry.instrumentation.utils import is_instrumentation_enabled
+from opentelemetry.trace import SpanKind
+
+from ._cache import MISSING, WorkingMemory
+from ._telemetry import INVALIDATED, Telemetry
+
+__all__ = ["Read", "Runtime", "Write", "handled_outside"]
+
+T = TypeVar("T")
+
+_HANDLING: ContextVar[bool] = ContextVar("wm_middleware_handling", default=False)
+
+
+def handled_outside() -> bool:
+    """True while an outer layer of wm_middleware is handling the current call."""
+    return _HANDLING.get()
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+def _no_count(value: Any) -> int | None:
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A cacheable read, as an adapter describes it."""
+
+    operation: str  # "search.memories", "profile", "search", ...
+    key: Hashable  # tenant + operation + canonical request
+    scopes: tuple[Hashable, ...]  # what writes may invalidate it by
+    server: tuple[str, int | None]
+    query: str | None = None  # only exported when content capture is switched on
+    encode: Callable[[Any], Any] = field(default=_same)
+    decode: Callable[[Any], Any] = field(default=_same)
+    count: Callable[[Any], int | None] = field(default=_no_count)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """A write, and the scopes it invalidates once it is done (success or not)."""
+
+    operation: str
+    scopes: tuple[Hashable, ...]
+    server: tuple[str, int | None]
+    deletes: bool = False
+
+
+class Runtime:
+    """A working memory plus its telemetry: what one ``instrument()`` or ``wrap()`` runs on.
+
+    Args:
+        memory: where entries live.
+        telemetry: spans and metrics.
+        cache: ``False`` observes without caching: every read goes upstream and is recorded as
+            ``bypass``, for comparing cached and uncached runs on one dashboard.
+    """
+
+    __slots__ = ("cache", "memory", "telemetry")
+
+    def __init__(self, memory: WorkingMemory[Any], telemetry: Telemetry, *, cache: bool = True):
+        self.memory = memory
+        self.telemetry = telemetry
+        self.cache = cache
+        telemetry.watch(memory)
+
+    # -- reads ---------------------------------------------------------------------------------
+    def read(self, read: Read, fetch: Callable[[], T]) -> T:
+        """Serve ``read`` from the cache, or run ``fetch`` once for every concurrent caller."""
+        if _HANDLING.get():
+            return fetch()
+        if not self.cache or not is_instrumentation_enabled():
+            return self.bypass(read.operation, read.server, fetch, read.query)
+        start = time.perf_counter()
+        memory = self.memory
+        refresh = None
+        if memory.refresh_after is not None:
+
+            def refresh() -> Any:
+                return read.encode(fetch())
+
+        stored = memory._peek(read.key, refresh, False)
+        if stored is not MISSING:
+            value: T = read.decode(stored)
+            self._hit(read, start, value)
+            return value
+        telemetry = self.telemetry
+        with telemetry.read_span(read.operation, read.server, read.query) as span:
+            token = _HANDLING.set(True)
+            try:
+                stored, result, leader = memory._fetch_sync(
+                    read.key,
+                    lambda: read.encode(fetch()),
+                    memory.ttl,
+                    read.scopes,
+                    span.get_span_context(),
+                )
+            except BaseException as error:
+                self._failed(span, error, read.operation, start)
+                raise
+            finally:
+                _HANDLING.reset(token)
+            value = read.decode(stored)
+            self._done(span, read, result, leader, value, start)
+        return value
+
+    async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
+        """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
+        if _HANDLING.get():
+            return await fetch()
+        if not self.cache or not is_instrumentation_enabled():
+            return await self.abypass(read.operation, read.server, fetch, read.query)
+        start = time.perf_counter()
+        memory = self.memory
+
+        async def fetch_encoded() -> Any:
+            return read.encode(await fetch())
+
+        stored = memory._peek(
+            read.key, fetch_encoded if memory.refresh_after is not None else None, True
+        )
+        if stored is not MISSING:
+            value: T = read.decode(stored)
+            self._hit(read, start, value)
+            return value
+        telemetry = self.telemetry
+        with telemetry.read_span(read.operation, read.server, read.query) as span:
+            token = _HANDLING.set(True)
+            try:
+                stored, result, leader = await memory._fetch_async(
+                    read.key, fetch_encoded, memory.ttl, read.scopes, span.get_span_context()
+                )
+            except BaseException as error:
+                self._failed(span, error, read.operation, start)
+                raise
+            finally:
+                _HANDLING.reset(token)
+            value = read.decode(stored)
+            self._done(span, read, result, leader, value, start)
+        return value
+
+    def _hit(self, read: Read, start: float, value: Any) -> None:
+        telemetry = self.telemetry
+        telemetry.count("hit", read.operation)
+        if telemetry.trace_hits:
+            with telemetry.read_span(
+                read.operation, read.server, read.query, SpanKind.INTERNAL
+            ) as span:
+                telemetry.end_read(span, "hit", read.count(value), None)
+            telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
+        elif telemetry.sample_hit():
+            telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
+
+    def _done(
+        self, span: Any, read: Read, result: str, leader: object, value: Any, start: float
+    ) -> None:
+        telemetry = self.telemetry
+        telemetry.count(result, read.operation)
+        telemetry.end_read(
+            span, result, read.count(value), leader if result == "coalesced" else None
+        )
+        telemetry.record_duration(time.perf_counter() - start, result, read.operation)
+
+    def _failed(self, span: Any, error: BaseException, operation: str, start: float) -> None:
+        telemetry = self.telemetry
+        telemetry.count("miss", operation)
+        telemetry.fail(span, error, "miss")
+        telemetry.record_duration(
+            time.perf_counter() - start, "miss", operation, type(error).__qualname__
+        )
+
+    # -- calls that must not be cached ---------------------------------------------------------
+    def bypass(
+        self,
+        operation: str,
+        server: tuple[str, int | None],
+        call: Callable[[], T],
+        query: str | None = None,
+    ) -> T:
+        """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed."""
+        if _HANDLING.get():
+            return call()
+        telemetry = self.telemetry
+        telemetry.count("bypass", operation)
+        if not is_instrumentation_enabled():
+            return call()
+        start = time.perf_counter()
+        with telemetry.read_span(operation, server, query) as span:
+            token = _HANDLING.set(True)
+            try:
+                value = call()
+            except BaseException as error:
+                telemetry.fail(span, error, "bypass")
+                telemetry.record_duration(
+                    time.perf_counter() - start, "bypass", operation, type(error).__qualname__
+                )
+                raise
+            finally:
+                _HANDLING.reset(token)
+            telemetry.end_read(span, "bypass", None, None)
+        telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
+        return value
+
+    async def abypass(
+        self,
+        operation: str,
+        server: tuple[str, int | None],
+        call: Callable[[], Awaitable[T]],
+        query: str | None = None,
+    ) -> T:
+        """Async :meth:`bypass`."""
+        if _HANDLING.get():
+            return await call()
+        telemetry = self.telemetry
+        telemetry.count("bypass", operation)
+        if not is_instrumentation_enabled():
+            return await call()
+        start = time.perf_counter()
+        with telemetry.read_span(operation, server, query) as span:
+            token = _HANDLING.set(True)
+            try:
+                value = await call()
+            except BaseException as error:
+                telemetry.fail(span, error, "bypass")
+                telemetry.record_duration(
+                    time.perf_counter() - start, "bypass", operation, type(error).__qualname__
+                )
+                raise
+            finally:
+                _HANDLING.reset(token)
+            telemetry.end_read(span, "bypass", None, None)
+        telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
+        return value
+
+    # -- writes --------------------------------------------------------------------------------
+    def write(self, write: Write, call: Callable[[], T]) -> T:
+        """Run a write, then drop what it could have changed (also when it failed)."""
+        if _HANDLING.get():
+            return call()
+        with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
+            token = _HANDLING.set(True)
+            try:
+                return call()
+            except BaseException as error:
+                self.telemetry.fail(span, error)
+                raise
+            finally:
+                _HANDLING.reset(token)
+                self._invalidate(span, write)
+
+    async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
+        """Async :meth:`write`."""
+        if _HANDLING.get():
+            return await call()
+        with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
+            token = _HANDLING.set(True)
+            try:
+                return await call()
+            except BaseException as error:
+                self.telemetry.fail(span, error)
+                raise
+            finally:
+                _HANDLING.reset(token)
+                self._invalidate(span, write)
+
+    def _invalidate(self, span: Any, write: Write) -> None:
+        dropped = self.memory.invalidate_scope(*write.scopes)
+        try:
+            if span.is_recording():
+                span.set_attribute(INVALIDATED, dropped)
+        except Exception:  # pragma: no cover - telemetry never reaches the caller
+            pass

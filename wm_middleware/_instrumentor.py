@@ -1,0 +1,279 @@
+"""``instrument()``, ``uninstrument()``, ``wrap()`` and the OpenTelemetry instrumentor.
+
+One table drives patching: every adapter in :data:`~wm_middleware._adapters.ADAPTERS` contributes
+its :class:`~wm_middleware._adapters.Patch` list; ``_instrument`` applies them and records each
+(owner, attribute, original, proxy); ``_uninstrument`` walks that record backwards and puts every
+original back by identity.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import os
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import wrapt
+from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
+    BaseInstrumentor,
+)
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import TracerProvider
+
+from ._adapters import ADAPTERS, Patch
+from ._cache import WorkingMemory
+from ._callpath import Runtime
+from ._telemetry import Telemetry
+from .package import _instruments
+
+__all__ = ["WorkingMemoryInstrumentor", "instrument", "uninstrument", "wrap"]
+
+logger = logging.getLogger("wm_middleware")
+
+# Configuration read when the instrumentor is loaded by ``opentelemetry-instrument`` (no arguments).
+ENV_MAX_ENTRIES = "WM_MIDDLEWARE_MAX_ENTRIES"
+ENV_TTL = "WM_MIDDLEWARE_TTL"
+ENV_CACHE = "WM_MIDDLEWARE_CACHE"
+ENV_TRACE_HITS = "WM_MIDDLEWARE_TRACE_HITS"
+ENV_HTTPX = "WM_MIDDLEWARE_HTTPX"
+
+
+@dataclass(frozen=True, slots=True)
+class _Applied:
+    owner: Any  # the class or module holding the attribute
+    attribute: str
+    original: Any  # what ``owner.__dict__[attribute]`` was before
+    proxy: Any  # what we put there
+
+
+def _env_bool(name: str, default: bool) -> bool:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"{name} must be true or false, got {raw!r}")
+
+
+def _env_number(name: str, kind: type[int] | type[float], default: float) -> Any:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return kind(raw.strip())
+    except ValueError:
+        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+
+
+def _memory_from(working_memory: object, max_entries: int, ttl: float) -> WorkingMemory[Any]:
+    if working_memory is None:
+        return WorkingMemory(max_entries=max_entries, ttl=ttl)
+    if not isinstance(working_memory, WorkingMemory):
+        raise TypeError(
+            f"working_memory must be a WorkingMemory, not {type(working_memory).__name__}"
+        )
+    return working_memory
+
+
+def _adapter_modules() -> list[Any]:
+    modules = []
+    for path in ADAPTERS:
+        try:
+            modules.append(importlib.import_module(path))
+        except Exception:  # an adapter that cannot load must not stop the others
+            logger.warning("wm_middleware: adapter %s could not be loaded", path, exc_info=True)
+    return modules
+
+
+def _resolve(patch: Patch) -> tuple[Any, str]:
+    owner: Any = importlib.import_module(patch.module)
+    *parents, attribute = patch.name.split(".")
+    for parent in parents:
+        owner = getattr(owner, parent)
+    return owner, attribute
+
+
+class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
+    """Routes Supermemory reads through a :class:`WorkingMemory`, with spans and metrics.
+
+    A singleton, like every ``BaseInstrumentor``. ``instrument()`` without arguments (as the
+    ``opentelemetry-instrument`` loader calls it) reads ``WM_MIDDLEWARE_MAX_ENTRIES``,
+    ``WM_MIDDLEWARE_TTL``, ``WM_MIDDLEWARE_CACHE``, ``WM_MIDDLEWARE_TRACE_HITS`` and
+    ``WM_MIDDLEWARE_HTTPX``. Prefer :func:`wm_middleware.instrument`, which validates its
+    arguments and returns the working memory.
+    """
+
+    _applied: list[_Applied]
+    runtime: Runtime | None = None
+
+    def instrumentation_dependencies(self) -> Collection[str]:
+        return _instruments
+
+    @property
+    def working_memory(self) -> WorkingMemory[Any] | None:
+        """The working memory in use while instrumented."""
+        return None if self.runtime is None else self.runtime.memory
+
+    def _instrument(self, **kwargs: Any) -> WorkingMemory[Any]:
+        memory = _memory_from(
+            kwargs.get("working_memory"),
+            kwargs.get("max_entries", _env_number(ENV_MAX_ENTRIES, int, 100)),
+            kwargs.get("ttl", _env_number(ENV_TTL, float, 60.0)),
+        )
+        telemetry = Telemetry(
+            kwargs.get("tracer_provider"),
+            kwargs.get("meter_provider"),
+            trace_hits=kwargs.get("trace_hits", _env_bool(ENV_TRACE_HITS, True)),
+        )
+        runtime = Runtime(memory, telemetry, cache=kwargs.get("cache", _env_bool(ENV_CACHE, True)))
+        with_httpx = kwargs.get("httpx", _env_bool(ENV_HTTPX, False))
+        self.runtime = runtime
+        self._applied = []
+        for module in _adapter_modules():
+            try:
+                patches: list[Patch] = list(module.patches(runtime))
+                if with_httpx and hasattr(module, "send_patches"):
+                    patches.extend(module.send_patches(runtime))
+            except Exception:
+                logger.warning("wm_middleware: %s not instrumented", module.__name__, exc_info=True)
+                continue
+            for patch in patches:
+                self._apply(patch)
+        if not self._applied:
+            logger.info("wm_middleware: no supported client library found to instrument")
+        return memory
+
+    def _apply(self, patch: Patch) -> None:
+        try:
+            owner, attribute = _resolve(patch)
+            original = vars(owner).get(attribute, getattr(owner, attribute))
+            wrapt.wrap_function_wrapper(owner, attribute, patch.wrapper)
+            proxy = vars(owner)[attribute]
+        except Exception:
+            logger.warning(
+                "wm_middleware: could not patch %s.%s", patch.module, patch.name, exc_info=True
+            )
+            return
+        self._applied.append(_Applied(owner, attribute, original, proxy))
+        logger.debug("wm_middleware: patched %s.%s", patch.module, patch.name)
+
+    def _uninstrument(self, **kwargs: Any) -> None:
+        for applied in reversed(getattr(self, "_applied", [])):
+            current = vars(applied.owner).get(applied.attribute)
+            if current is applied.proxy:
+                setattr(applied.owner, applied.attribute, applied.original)
+            else:
+                logger.warning(
+                    "wm_middleware: %s.%s was re-patched by someone else; left as it is",
+                    getattr(applied.owner, "__qualname__", applied.owner),
+                    applied.attribute,
+                )
+        self._applied = []
+        self.runtime = None
+
+
+def instrument(
+    max_entries: int = 100,
+    ttl: float = 60.0,
+    working_memory: WorkingMemory[Any] | None = None,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    *,
+    cache: bool = True,
+    trace_hits: bool = True,
+    httpx: bool = False,
+    otlp_endpoint: str | None = None,
+) -> WorkingMemory[Any]:
+    """Cache and trace every Supermemory read in this process; return the working memory.
+
+    Patches (with wrapt) the supermemory SDK 3.x and 5.x, the supermemory-openai-sdk middleware,
+    and with ``httpx=True`` plain httpx clients calling the API. Clients created before and after
+    the call are covered. Calling it again while instrumented changes nothing and returns the same
+    working memory. A missing or unknown client library is logged and skipped, never raised.
+
+    Args:
+        max_entries, ttl: the :class:`WorkingMemory` to create (ignored with ``working_memory``).
+        working_memory: use this one instead (e.g. shared with ``wrap()``).
+        tracer_provider, meter_provider: defaults are the global providers.
+        cache: ``False`` observes without caching (every read recorded as ``bypass``).
+        trace_hits: ``False`` makes no span per hit (metrics still count every hit).
+        httpx: also cache plain ``httpx`` clients that call the API paths.
+        otlp_endpoint: install SDK providers exporting over OTLP/HTTP to this endpoint, unless the
+            application configured its own (see :func:`wm_middleware.configure_otlp`).
+
+    Raises:
+        TypeError, ValueError: a bad argument.
+    """
+    instrumentor = WorkingMemoryInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry and instrumentor.runtime is not None:
+        return instrumentor.runtime.memory
+    memory = _memory_from(working_memory, max_entries, ttl)
+    for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
+        if not isinstance(flag, bool):
+            raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+    if otlp_endpoint is not None or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from ._otlp import configure_otlp
+
+        configure_otlp(otlp_endpoint)
+    instrumentor.instrument(
+        skip_dep_check=True,  # patch what is there; never refuse because one library is missing
+        working_memory=memory,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+        cache=cache,
+        trace_hits=trace_hits,
+        httpx=httpx,
+    )
+    return memory
+
+
+def uninstrument() -> None:
+    """Undo :func:`instrument`: every patched attribute gets its original back (by identity)."""
+    WorkingMemoryInstrumentor().uninstrument()
+
+
+def wrap(
+    client: Any,
+    working_memory: WorkingMemory[Any] | None = None,
+    max_entries: int = 100,
+    ttl: float = 60.0,
+    *,
+    tracer_provider: TracerProvider | None = None,
+    meter_provider: MeterProvider | None = None,
+    trace_hits: bool = True,
+) -> Any:
+    """A cached copy of ``client``, without monkeypatching anything.
+
+    Works for supermemory 3.x and 5.x clients, sync and async. The copy's reads go through the
+    working memory (``copy.working_memory``) and its writes invalidate; ``client`` itself stays
+    uncached and unmodified. Under an active :func:`instrument` a call through the copy is cached
+    and traced once, by the copy.
+
+    Raises:
+        TypeError: ``client`` is not a client this library knows, or a bad argument.
+    """
+    memory = _memory_from(working_memory, max_entries, ttl)
+    runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider, trace_hits=trace_hits))
+    for module in _adapter_modules():
+        wrapper = getattr(module, "wrap", None)
+        if wrapper is None:
+            continue
+        wrapped = wrapper(client, runtime)
+        if wrapped is not None:
+            return wrapped
+    raise TypeError(f"wrap() does not know how to cache a {type(client).__qualname__}")
+
+
+def _loader_options() -> Mapping[str, Any]:  # pragma: no cover - documentation aid
+    return {
+        ENV_MAX_ENTRIES: "int >= 1",
+        ENV_TTL: "seconds > 0",
+        ENV_CACHE: "true|false",
+        ENV_TRACE_HITS: "true|false",
+        ENV_HTTPX: "true|false",
+    }
