@@ -67,6 +67,13 @@ def freeze(value: Any) -> Hashable:
         return value  # type: ignore[no-any-return]
     if kind is bool:
         return (_BOOL, value)
+    if kind is list or kind is tuple:
+        for item in value:
+            if type(item) is not str:
+                break
+        else:
+            return (_LIST, *value)  # the common case: a list of tags
+        return (_LIST, *map(freeze, value))
     if isinstance(value, (list, tuple)):
         return (_LIST, *map(freeze, value))
     if isinstance(value, Mapping):

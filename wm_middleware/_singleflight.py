@@ -36,11 +36,8 @@ __all__ = ["Flight", "running_loop"]
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The event loop running in this thread, or ``None``."""
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
+    """The event loop running in this thread, or ``None`` (without raising and catching)."""
+    return asyncio.events._get_running_loop()
 
 
 def _wake(futures: list[asyncio.Future[None]]) -> None:
