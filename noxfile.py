@@ -1,0 +1,48 @@
+"""Test sessions. The two supermemory SDK generations cannot share an environment.
+
+    nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
+    nox -s tests-sdk3    # one of them
+"""
+
+from __future__ import annotations
+
+import nox
+
+nox.options.sessions = ["lint", "tests-sdk3", "tests-sdk5"]
+nox.options.error_on_missing_interpreters = True
+
+PYTHON = "3.11"
+SDK3 = [
+    "supermemory>=3.50,<4",
+    "supermemory-openai-sdk>=1.0.10,<2",
+    "supermemory-agent-framework>=1.0.3,<2",
+    "supermemory-pipecat>=0.1.5,<1",
+    "supermemory-cartesia>=0.1.5,<1",
+]
+SDK5 = [
+    "supermemory>=5,<6",
+    "supermemory-agent-framework>=2,<3",
+]
+
+
+@nox.session(python=PYTHON)
+def lint(session: nox.Session) -> None:
+    """ruff (lint + format) on everything, mypy --strict on the package."""
+    session.install("-e", ".[test,demo,otlp]")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+    session.run("mypy")
+
+
+@nox.session(name="tests-sdk3", python=PYTHON)
+def tests_sdk3(session: nox.Session) -> None:
+    """The whole suite with supermemory 3.x and the integrations built on it."""
+    session.install("-e", ".[test,demo,otlp]", *SDK3)
+    session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session(name="tests-sdk5", python=PYTHON)
+def tests_sdk5(session: nox.Session) -> None:
+    """The whole suite with supermemory 5.x and supermemory-agent-framework 2.x."""
+    session.install("-e", ".[test,demo,otlp]", *SDK5)
+    session.run("pytest", "-q", *session.posargs)
