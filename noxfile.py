@@ -44,5 +44,5 @@ def tests_sdk3(session: nox.Session) -> None:
 @nox.session(name="tests-sdk5", python=PYTHON)
 def tests_sdk5(session: nox.Session) -> None:
     """The whole suite with supermemory 5.x and supermemory-agent-framework 2.x."""
-    session.install("-e", ".[test,demo,otlp]", *SDK5)
+    session.install("-e", ".[test,server,otlp]", *SDK5)
     session.run("pytest", "-q", *session.posargs)
