@@ -50,9 +50,9 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     # Imported on first use: they pull in modules the cache core does not need.
     if name in ("CachingTransport", "AsyncCachingTransport"):
-        from ._adapters import httpx_transport
+        from ._adapters.httpx_transport import AsyncCachingTransport, CachingTransport
 
-        return getattr(httpx_transport, name)
+        return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
     if name == "configure_otlp":
         from ._otlp import configure_otlp
 

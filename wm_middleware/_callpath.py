@@ -98,33 +98,32 @@ class Runtime:
             return self.bypass(read.operation, read.server, fetch, read.query)
         start = time.perf_counter()
         memory = self.memory
-        refresh = None
-        if memory.refresh_after is not None:
 
-            def refresh() -> Any:
+        def fetch_encoded() -> Any:
+            # Marked as handled here, not around the lookup: a background refresh runs this in a
+            # thread of its own, and its inner layers must still pass the call through.
+            token = _HANDLING.set(True)
+            try:
                 return read.encode(fetch())
+            finally:
+                _HANDLING.reset(token)
 
-        stored = memory._peek(read.key, refresh, False)
+        stored = memory._peek(
+            read.key, fetch_encoded if memory.refresh_after is not None else None, False
+        )
         if stored is not MISSING:
             value: T = read.decode(stored)
             self._hit(read, start, value)
             return value
         telemetry = self.telemetry
         with telemetry.read_span(read.operation, read.server, read.query) as span:
-            token = _HANDLING.set(True)
             try:
                 stored, result, leader = memory._fetch_sync(
-                    read.key,
-                    lambda: read.encode(fetch()),
-                    memory.ttl,
-                    read.scopes,
-                    span.get_span_context(),
+                    read.key, fetch_encoded, memory.ttl, read.scopes, span.get_span_context()
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
                 raise
-            finally:
-                _HANDLING.reset(token)
             value = read.decode(stored)
             self._done(span, read, result, leader, value, start)
         return value
@@ -139,7 +138,11 @@ class Runtime:
         memory = self.memory
 
         async def fetch_encoded() -> Any:
-            return read.encode(await fetch())
+            token = _HANDLING.set(True)  # see read(): a refresh task runs this too
+            try:
+                return read.encode(await fetch())
+            finally:
+                _HANDLING.reset(token)
 
         stored = memory._peek(
             read.key, fetch_encoded if memory.refresh_after is not None else None, True
@@ -150,7 +153,6 @@ class Runtime:
             return value
         telemetry = self.telemetry
         with telemetry.read_span(read.operation, read.server, read.query) as span:
-            token = _HANDLING.set(True)
             try:
                 stored, result, leader = await memory._fetch_async(
                     read.key, fetch_encoded, memory.ttl, read.scopes, span.get_span_context()
@@ -158,8 +160,6 @@ class Runtime:
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
                 raise
-            finally:
-                _HANDLING.reset(token)
             value = read.decode(stored)
             self._done(span, read, result, leader, value, start)
         return value
