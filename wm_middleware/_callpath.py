@@ -208,7 +208,11 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count("bypass", operation)
         if not is_instrumentation_enabled():
-            return call()
+            token = _HANDLING.set(True)  # counted once here; inner layers pass it through
+            try:
+                return call()
+            finally:
+                _HANDLING.reset(token)
         start = time.perf_counter()
         with telemetry.read_span(operation, server, query) as span:
             token = _HANDLING.set(True)
@@ -239,7 +243,11 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count("bypass", operation)
         if not is_instrumentation_enabled():
-            return await call()
+            token = _HANDLING.set(True)
+            try:
+                return await call()
+            finally:
+                _HANDLING.reset(token)
         start = time.perf_counter()
         with telemetry.read_span(operation, server, query) as span:
             token = _HANDLING.set(True)
@@ -259,9 +267,16 @@ class Runtime:
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, write: Write, call: Callable[[], T]) -> T:
-        """Run a write, then drop what it could have changed (also when it failed)."""
+        """Run a write, then drop what it could have changed (also when it failed).
+
+        Inside another layer's call (``wrap()`` under ``instrument()``) that layer owns the span,
+        but this layer's memory may hold the same entries, so it still drops them.
+        """
         if _HANDLING.get():
-            return call()
+            try:
+                return call()
+            finally:
+                self.memory.invalidate_scope(*write.scopes)
         with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
             token = _HANDLING.set(True)
             try:
@@ -276,7 +291,10 @@ class Runtime:
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
         if _HANDLING.get():
-            return await call()
+            try:
+                return await call()
+            finally:
+                self.memory.invalidate_scope(*write.scopes)
         with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
             token = _HANDLING.set(True)
             try:
