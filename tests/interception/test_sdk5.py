@@ -1,0 +1,457 @@
+"""supermemory 5.x: reads cached, writes invalidate, errors and raw calls pass, patches reversible.
+
+Every test talks to the real SDK and the emulator over HTTP, and asserts on the requests the
+emulator received. Each runs with the sync and the async client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+import pytest
+
+try:
+    _SDK_MAJOR = version("supermemory").split(".")[0]
+except PackageNotFoundError:  # pragma: no cover
+    _SDK_MAJOR = ""
+if _SDK_MAJOR != "5":
+    pytest.skip("needs supermemory 5.x", allow_module_level=True)
+
+import supermemory
+import supermemory.client
+import supermemory.core.http_client as http_client
+from supermemory.core.http_response import AsyncHttpResponse, HttpResponse
+from supermemory.types import ListResponse, ProfileResponse, SearchResponse
+
+import wm_middleware
+from wm_middleware import WorkingMemory
+from wm_middleware.emulator import EmulatorServer
+
+KEY = "sk-a"
+NS = "user-1"
+OTHER_NS = "user-2"
+SEARCH = f"/ns/{NS}/search"
+
+
+# -- fixtures (``emulator`` and ``instrumented`` come from conftest.py) --------------------------
+@pytest.fixture(scope="module")
+def _second_server() -> Iterator[EmulatorServer]:
+    with EmulatorServer(seed=6) as server:
+        yield server
+
+
+def _seed(server: EmulatorServer) -> None:
+    for key in (KEY, "sk-b"):
+        for ns in (NS, OTHER_NS):
+            server.seed(
+                key,
+                [
+                    "User likes green tea",
+                    {"content": "User has a peanut allergy", "static": True},
+                    {"content": "User works on compilers", "metadata": {"team": "lang"}},
+                ],
+                container_tag=ns,
+            )
+
+
+@pytest.fixture
+def emulator(emulator: EmulatorServer) -> EmulatorServer:
+    """The shared emulator (tests/interception/conftest.py), seeded with two tenants."""
+    _seed(emulator)
+    return emulator
+
+
+@pytest.fixture
+def second_emulator(_second_server: EmulatorServer) -> EmulatorServer:
+    _second_server.reset()
+    _seed(_second_server)
+    return _second_server
+
+
+@pytest.fixture(autouse=True)
+def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's own retries still happen; only their back-off sleep is shortened.
+    monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
+
+
+@contextmanager
+def _instrumented() -> Iterator[WorkingMemory[Any]]:
+    memory = wm_middleware.instrument()
+    try:
+        yield memory
+    finally:
+        wm_middleware.uninstrument()
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
+    cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
+    return cls(api_key=api_key, base_url=base_url, **options)
+
+
+async def done(value: Any) -> Any:
+    """The result of a client call, sync or async."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def posts(server: EmulatorServer) -> int:
+    return server.count("POST", "/ns/*")
+
+
+READS: dict[str, Callable[[Any], Any]] = {
+    "search": lambda c: c.search(NS, query="what does the user drink?"),
+    "search-namespace-keyword": lambda c: c.search(namespace=NS, query="what does the user drink?"),
+    "profile": lambda c: c.profile(NS),
+    "list": lambda c: c.list(NS, "memories", limit=10),
+}
+
+
+# -- reads ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("read", list(READS))
+async def test_repeated_read_reaches_server_once(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    for _ in range(10):
+        await done(READS[read](client))
+    assert posts(emulator) == 1
+
+
+async def test_concurrent_identical_searches_share_one_request(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    emulator.set_latency(0.2)
+    client = make_client(mode, emulator.base_url)
+    if mode == "async":
+        results = await asyncio.gather(*(READS["search"](client) for _ in range(20)))
+    else:
+        barrier = threading.Barrier(20)
+
+        def search() -> Any:
+            barrier.wait()
+            return READS["search"](client)
+
+        with ThreadPoolExecutor(20) as pool:
+            results = await asyncio.to_thread(lambda: list(pool.map(lambda _: search(), range(20))))
+    assert emulator.count("POST", SEARCH) == 1
+    assert all(result == results[0] for result in results)
+    assert len({id(result) for result in results}) == 20  # each caller its own object
+
+
+VARIANTS: dict[str, Callable[[Any], Any]] = {
+    "namespace": lambda c: c.search(OTHER_NS, query="what does the user drink?"),
+    "query": lambda c: c.search(NS, query="what is the user allergic to?"),
+    "limit": lambda c: c.search(NS, query="what does the user drink?", limit=1),
+    "threshold": lambda c: c.search(NS, query="what does the user drink?", threshold=0.5),
+    "search_mode": lambda c: c.search(NS, query="what does the user drink?", search_mode="chunks"),
+    "filter": lambda c: c.search(
+        NS, query="what does the user drink?", filter={"key": "team", "value": "lang"}
+    ),
+    "extra_body": lambda c: c.search(
+        NS, query="what does the user drink?", extra_body={"rewriteQuery": True}
+    ),
+    "extra_query": lambda c: c.search(NS, query="what does the user drink?", extra_query={"x": 1}),
+    "profile buckets": lambda c: c.profile(NS, buckets=["health"]),
+    "list type": lambda c: c.list(NS, "documents", limit=10),
+    "list page": lambda c: c.list(NS, "memories", limit=10, page=2),
+}
+
+
+@pytest.mark.parametrize("variant", list(VARIANTS))
+async def test_a_different_request_is_a_different_entry(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str, variant: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    base = READS["list"] if variant.startswith("list") else READS["search"]
+    if variant.startswith("profile"):
+        base = READS["profile"]
+    await done(base(client))
+    await done(VARIANTS[variant](client))
+    await done(VARIANTS[variant](client))
+    assert posts(emulator) == 2
+
+
+async def test_another_api_key_is_another_tenant(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    first = make_client(mode, emulator.base_url, api_key=KEY)
+    second = make_client(mode, emulator.base_url, api_key="sk-b")
+    for client in (first, second, first, second):
+        await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 2
+
+
+async def test_another_base_url_is_another_tenant(
+    emulator: EmulatorServer,
+    second_emulator: EmulatorServer,
+    instrumented: WorkingMemory[Any],
+    mode: str,
+) -> None:
+    first = make_client(mode, emulator.base_url)
+    second = make_client(mode, second_emulator.base_url)
+    for client in (first, second, first, second):
+        await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 1
+    assert second_emulator.count("POST", SEARCH) == 1
+
+
+MUTATIONS: dict[str, Callable[[Any], None]] = {
+    "search": lambda r: (r.results[0].metadata.update(x=1), r.results.clear()),
+    "search-namespace-keyword": lambda r: r.results.append(r.results[0]),
+    "profile": lambda r: (r.profile.dynamic.clear(), r.profile.buckets.update(x=[])),
+    "list": lambda r: (r.memories[0].metadata.update(x=1), r.memories.reverse()),
+}
+TYPES = {
+    "search": SearchResponse,
+    "search-namespace-keyword": SearchResponse,
+    "profile": ProfileResponse,
+    "list": ListResponse,
+}
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_result_equals_uncached_and_mutating_it_never_changes_the_next_hit(
+    emulator: EmulatorServer, mode: str, read: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    expected = await done(READS[read](client))
+    with _instrumented():
+        first = await done(READS[read](client))
+        assert type(first) is type(expected) is TYPES[read]
+        assert first == expected
+        assert first.model_dump() == expected.model_dump()
+        MUTATIONS[read](first)
+        second = await done(READS[read](client))
+        assert second == expected
+        MUTATIONS[read](second)
+        assert await done(READS[read](client)) == expected
+    assert posts(emulator) == 2  # the uncached call and the one miss
+
+
+# -- writes ---------------------------------------------------------------------------------------
+async def _forget_first_memory(client: Any) -> Any:
+    listed = await done(client.list(NS, "memories", limit=1))
+    return await done(client.memories.forget(NS, ids=[listed.memories[0].id]))
+
+
+async def _document_id(client: Any) -> str:
+    ref = await done(client.add(NS, content="User visited Lisbon in May"))
+    return str(ref.id)
+
+
+WRITES: dict[str, Callable[[Any, str], Any]] = {
+    "add": lambda c, _: c.add(NS, content="User now prefers coffee"),
+    "documents.update": lambda c, doc: c.documents.update(NS, doc, content="User visited Porto"),
+    "documents.delete": lambda c, doc: c.documents.delete(NS, ids=[doc]),
+    "memories.forget": lambda c, _: _forget_first_memory(c),
+    "memories.forget_matching": lambda c, _: c.memories.forget_matching(
+        NS, query="green tea", dry_run=False
+    ),
+}
+
+
+@pytest.mark.parametrize("write", list(WRITES))
+async def test_write_sends_the_next_search_to_the_server(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str, write: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    doc = await _document_id(client)
+    await done(READS["search"](client))
+    await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 1
+    await done(WRITES[write](client, doc))
+    await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 2
+
+
+async def test_write_to_one_namespace_keeps_the_other_namespaces_entries(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    other = f"/ns/{OTHER_NS}/search"
+    await done(READS["search"](client))
+    await done(VARIANTS["namespace"](client))
+    await done(client.add(NS, content="User now prefers coffee"))
+    await done(VARIANTS["namespace"](client))
+    await done(READS["search"](client))
+    assert emulator.count("POST", other) == 1
+    assert emulator.count("POST", SEARCH) == 2
+
+
+async def test_organization_update_invalidates_every_namespace_of_the_tenant(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    await done(READS["search"](client))
+    await done(VARIANTS["namespace"](client))
+    await done(client.organization.update(organizational_context="A tea shop"))
+    await done(READS["search"](client))
+    await done(VARIANTS["namespace"](client))
+    assert posts(emulator) == 4 + emulator.count("POST", "/organization")
+
+
+async def test_forget_matching_dry_run_is_never_cached_and_invalidates_nothing(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    await done(READS["search"](client))
+    for _ in range(3):
+        preview = await done(client.memories.forget_matching(NS, query="green tea", dry_run=True))
+    await done(READS["search"](client))
+    assert emulator.count("DELETE", f"/ns/{NS}/memories/semantic") == 3
+    assert emulator.count("POST", SEARCH) == 1
+    assert preview.count >= 1
+
+
+# -- errors ---------------------------------------------------------------------------------------
+def _closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+FAULTS: dict[str, Callable[[EmulatorServer], str]] = {
+    # Each arms the fault for the uncached call and again for the instrumented one.
+    "500 after the SDK's retries": lambda s: (s.fail_next(3, 500, path=SEARCH), s.base_url)[1],
+    "429 after the SDK's retries": lambda s: (s.fail_next(3, 429, path=SEARCH), s.base_url)[1],
+    "404": lambda s: (s.fail_next(1, 404, path=SEARCH), s.base_url)[1],
+    "timeout": lambda s: (s.hang_next(3, 5.0, path=SEARCH), s.base_url)[1],
+    "connection refused": lambda s: f"http://127.0.0.1:{_closed_port()}",
+}
+
+
+@pytest.mark.parametrize("fault", list(FAULTS))
+async def test_upstream_error_raises_as_without_middleware_and_is_not_cached(
+    emulator: EmulatorServer, mode: str, fault: str
+) -> None:
+    async def attempt() -> tuple[type[BaseException], int]:
+        emulator.reset_counts()
+        client = make_client(mode, FAULTS[fault](emulator), timeout=0.3)
+        with pytest.raises(supermemory.APIError) as raised:
+            await done(READS["search"](client))
+        return raised.type, emulator.count("POST", SEARCH)
+
+    expected = await attempt()
+    with _instrumented():
+        assert await attempt() == expected
+        if fault != "connection refused":
+            client = make_client(mode, emulator.base_url, timeout=0.3)
+            emulator.reset_counts()
+            result = await done(READS["search"](client))
+            assert isinstance(result, SearchResponse)
+            assert emulator.count("POST", SEARCH) == 1  # the error was not cached
+
+
+async def test_status_error_keeps_its_response(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    emulator.fail_next(1, 404, path=SEARCH)
+    client = make_client(mode, emulator.base_url)
+    with pytest.raises(supermemory.NotFoundError) as raised:
+        await done(READS["search"](client))
+    assert raised.value.status_code == 404
+    assert raised.value.response is not None
+
+
+# -- raw responses --------------------------------------------------------------------------------
+async def test_raw_response_search_bypasses_the_cache(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    for _ in range(3):
+        raw = await done(client.with_raw_response.search(NS, query="what does the user drink?"))
+        assert isinstance(raw, AsyncHttpResponse if mode == "async" else HttpResponse)
+        assert isinstance(raw.data, SearchResponse)
+    assert emulator.count("POST", SEARCH) == 3
+    await done(READS["search"](client))  # the raw calls did not fill the cache
+    assert emulator.count("POST", SEARCH) == 4
+    assert len(instrumented) == 1
+
+
+# -- instrument, uninstrument, wrap ---------------------------------------------------------------
+def _patched_attributes() -> dict[str, Any]:
+    found = {}
+    for cls in (supermemory.client.Supermemory, supermemory.client.AsyncSupermemory):
+        for name in ("search", "profile", "list"):
+            found[f"{cls.__name__}.{name}"] = vars(cls)[name]
+    for cls in (http_client.HttpClient, http_client.AsyncHttpClient):
+        found[f"{cls.__name__}.request"] = vars(cls)["request"]
+    return found
+
+
+def test_uninstrument_restores_the_originals_by_identity() -> None:
+    before = _patched_attributes()
+    with _instrumented():
+        during = _patched_attributes()
+        assert all(during[name] is not before[name] for name in before)
+    after = _patched_attributes()
+    assert all(after[name] is before[name] for name in before)
+
+
+async def test_instrument_twice_is_harmless(emulator: EmulatorServer, mode: str) -> None:
+    with _instrumented() as memory:
+        assert wm_middleware.instrument() is memory
+        client = make_client(mode, emulator.base_url)
+        for _ in range(3):
+            await done(READS["search"](client))
+        assert emulator.count("POST", SEARCH) == 1
+    await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 2
+
+
+async def test_wrap_caches_while_the_original_stays_uncached(
+    emulator: EmulatorServer, mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    original_attributes = dict(vars(client))
+    cached = wm_middleware.wrap(client)
+    assert isinstance(cached.working_memory, WorkingMemory)
+    assert isinstance(cached, type(client))
+    for _ in range(3):
+        assert isinstance(await done(READS["search"](cached)), SearchResponse)
+    assert emulator.count("POST", SEARCH) == 1
+    for _ in range(3):
+        await done(READS["search"](client))
+    assert emulator.count("POST", SEARCH) == 4
+    assert vars(client) == original_attributes
+    assert "request" not in vars(client._client_wrapper.httpx_client)
+    # Writes through the copy invalidate its entries; raw reads through it bypass.
+    await done(cached.add(NS, content="User now prefers coffee"))
+    await done(READS["search"](cached))
+    await done(cached.with_raw_response.search(NS, query="what does the user drink?"))
+    assert emulator.count("POST", SEARCH) == 6
+    assert len(cached.working_memory) == 1
+
+
+async def test_wrap_under_instrument_caches_once(emulator: EmulatorServer, mode: str) -> None:
+    client = make_client(mode, emulator.base_url)
+    with _instrumented() as global_memory:
+        cached = wm_middleware.wrap(client)
+        for _ in range(3):
+            await done(READS["search"](cached))
+        assert emulator.count("POST", SEARCH) == 1
+        assert len(cached.working_memory) == 1
+        assert len(global_memory) == 0
+        # A write through the copy also drops what the instrumented original had cached.
+        await done(READS["search"](client))
+        await done(cached.add(NS, content="User now prefers coffee"))
+        await done(READS["search"](client))
+        await done(READS["search"](cached))
+        assert emulator.count("POST", SEARCH) == 4
+
+
+def test_wrap_declines_what_is_not_a_5x_client() -> None:
+    with pytest.raises(TypeError):
+        wm_middleware.wrap(object())

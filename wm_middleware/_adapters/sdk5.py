@@ -1,0 +1,474 @@
+"""supermemory 5.x (Fern-generated, with the hand-written ``_compat`` layer).
+
+Where it hooks, and why there:
+
+* **Reads** wrap the generated model-level methods ``supermemory.client.Supermemory.search``,
+  ``.profile`` and ``.list`` (and the ``AsyncSupermemory`` twins). ``_compat`` subclasses these
+  classes and rebuilds a bound method on every attribute access, so the class attribute is the one
+  stable place; ``_compat`` still applies per-call options and maps errors around our wrapper.
+* **Writes and raw reads** are seen at ``core.http_client.HttpClient.request`` (and the async
+  twin), which every generated call ends in. A write is classified by (method, path): the
+  namespace is the ``ns/{namespace}`` path segment. ``client.with_raw_response.search(...)`` goes
+  to ``RawSupermemory`` directly and so reaches the transport without a model-level read around
+  it: it is recorded as a bypass and never cached. Retries recurse into ``request`` with
+  ``retries > 0``; only the outermost call is handled.
+
+Values: responses are frozen pydantic models whose lists and dicts still mutate. The cache holds
+a JSON string of ``model_dump(mode="json", by_alias=True, exclude_unset=True)`` and every hit
+rebuilds a fresh model with the SDK's own ``construct_type``, as the SDK does from the wire.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import json
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import wrapt
+
+from .._callpath import Read, Runtime, Write, handled_outside
+from .._requests import canonical, fingerprint, read_scopes, server_of, tenant_of, write_scopes
+from . import Patch
+
+__all__ = ["LIBRARY", "patches", "wrap"]
+
+LIBRARY = "supermemory"
+
+_FAMILY = "sm5"
+_OMIT: Any = ...  # the generated code's OMIT sentinel (``typing.cast(Any, ...)``)
+# Positional parameters of the wrapped reads, after ``self``.
+_READS: dict[str, tuple[str, ...]] = {
+    "search": ("namespace",),
+    "profile": ("namespace",),
+    "list": ("namespace", "type"),
+}
+# Keyword arguments that never reach the request body, query or path.
+_NOT_SENT = frozenset({"request_options", "timeout"})
+
+_NS = r"ns/(?P<ns>[^/]+)"
+# Cacheable reads: at the transport, outside a model-level read, they are raw calls (bypass).
+_RAW_READS: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("POST", re.compile(_NS + r"/search"), "search"),
+    ("POST", re.compile(_NS + r"/profile"), "profile"),
+    ("POST", re.compile(_NS + r"/list/(?P<type>[^/]+)"), "list"),
+)
+# Non-GET calls that change nothing: passed through untouched.
+_NOT_WRITES: tuple[tuple[str, re.Pattern[str]], ...] = (
+    ("POST", re.compile(_NS + r"/list/documents/memory-counts")),
+    ("POST", re.compile(r"feedback")),
+)
+# Writes, by (method, path template) -> operation name (for spans only).
+_WRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    ("POST", re.compile(_NS + r"/document"), "add"),
+    ("POST", re.compile(_NS + r"/document/batch"), "documents.batch_add"),
+    ("POST", re.compile(_NS + r"/document/file"), "documents.upload_file"),
+    ("POST", re.compile(_NS + r"/document/file/[^/]+"), "documents.replace_with_file"),
+    ("PATCH", re.compile(_NS + r"/document/file/[^/]+"), "documents.update_file"),
+    ("PATCH", re.compile(_NS + r"/document/[^/]+"), "documents.update"),
+    ("DELETE", re.compile(_NS + r"/document"), "documents.delete"),
+    ("DELETE", re.compile(_NS + r"/memories"), "memories.forget"),
+    ("DELETE", re.compile(_NS + r"/memories/semantic"), "memories.forget_matching"),
+    ("PUT", re.compile(_NS + r"/profile/buckets"), "profiles.set_buckets"),
+    ("DELETE", re.compile(_NS + r"/profile/buckets"), "profiles.delete_buckets"),
+    ("PATCH", re.compile(_NS), "namespaces.update"),
+    ("DELETE", re.compile(_NS), "namespaces.delete"),
+    ("POST", re.compile(_NS + r"/connectors"), "connectors.create"),
+    ("PATCH", re.compile(_NS + r"/connectors/[^/]+"), "connectors.update"),
+    ("DELETE", re.compile(_NS + r"/connectors/[^/]+"), "connectors.delete"),
+    ("POST", re.compile(_NS + r"/connectors/[^/]+/sync"), "connectors.sync"),
+    ("PATCH", re.compile(r"organization"), "organization.update"),
+)
+_ANY_NS = re.compile(_NS + r"(?:/.*)?")
+
+
+def _sdk_is_5x() -> bool:
+    try:
+        from importlib.metadata import version
+
+        return version("supermemory").split(".")[0] == "5"
+    except Exception:
+        return False
+
+
+# -- tenant --------------------------------------------------------------------------------------
+def _header(headers: Mapping[str, Any] | None, name: str) -> Any:
+    if not headers:
+        return None
+    for key, value in headers.items():
+        if isinstance(key, str) and key.lower() == name:
+            return value
+    return None
+
+
+def _extra_headers(*sources: Mapping[str, Any] | None) -> str | None:
+    """A fingerprint of the headers beyond the SDK's own, which may change an answer."""
+    merged: dict[str, Any] = {}
+    for source in sources:
+        if source:
+            merged.update((str(k).lower(), v) for k, v in source.items())
+    merged.pop("authorization", None)
+    return fingerprint(canonical(merged)) if merged else None
+
+
+def _segment(value: Any) -> str:
+    """The namespace as the generated code puts it in the path (``encode_path_param``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+# -- values ---------------------------------------------------------------------------------------
+def _encode(value: Any) -> tuple[Any, ...]:
+    """An immutable snapshot of a response model: its class and its JSON."""
+    try:
+        data = value.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        return ("json", type(value), json.dumps(data, separators=(",", ":")))
+    except Exception:  # not a model we know: keep a private deep copy instead
+        return ("copy", None, _copy.deepcopy(value))
+
+
+def _decode(stored: tuple[Any, ...]) -> Any:
+    kind, cls, payload = stored
+    if kind == "json":
+        from supermemory.core.unchecked_base_model import construct_type
+
+        return construct_type(type_=cls, object_=json.loads(payload))
+    return _copy.deepcopy(payload)
+
+
+def _count(value: Any) -> int | None:
+    try:
+        results = getattr(value, "results", None)
+        if results is not None:
+            return len(results)
+        profile = getattr(value, "profile", None)
+        if profile is not None:
+            return len(profile.static or ()) + len(profile.dynamic or ())
+        return sum(
+            len(getattr(value, name, None) or ()) for name in ("documents", "chunks", "memories")
+        )
+    except Exception:
+        return None
+
+
+# -- reads at the model level ---------------------------------------------------------------------
+def _describe_read(
+    instance: Any, operation: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Read | None:
+    names = _READS[operation]
+    if len(args) > len(names):
+        return None
+    wrapper = instance._client_wrapper
+    if getattr(wrapper, "_async_token", None) is not None:
+        return None  # the Authorization header is only known once awaited: do not guess
+    base_url = wrapper.get_base_url()
+    options = kwargs.get("request_options") or {}
+    additional = options.get("additional_headers")
+    authorization = _header(additional, "authorization") or f"Bearer {wrapper._get_api_key()}"
+    tenant = tenant_of(base_url, authorization)
+
+    request: dict[str, Any] = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in _NOT_SENT and value is not _OMIT:
+            request[name] = value
+    if "namespace" not in request:
+        return None
+    for option in ("additional_body_parameters", "additional_query_parameters"):
+        if options.get(option):
+            request[option] = options[option]
+    headers = _extra_headers(wrapper.get_custom_headers(), additional)
+    if headers is not None:
+        request["headers"] = headers
+
+    query = request.get("query")
+    return Read(
+        operation=operation,
+        key=(_FAMILY, tenant, operation, canonical(request)),
+        scopes=read_scopes(tenant, [_segment(request["namespace"])], query),
+        server=server_of(base_url),
+        query=query if isinstance(query, str) else None,
+        encode=_encode,
+        decode=_decode,
+        count=_count,
+    )
+
+
+def _keep_response(error: BaseException) -> None:
+    """Remember on ``error`` the response ``_compat`` needs to build its 3.x exception.
+
+    ``_compat`` finds that response in a context variable set by an httpx hook. A coalesced or
+    async fetch runs in another context, so the caller's variable would be empty.
+    """
+    try:
+        from supermemory._compat import _last_response
+
+        response = _last_response.get()
+        if response is not None:
+            error._wm_response = response  # type: ignore[attr-defined]
+    except Exception:
+        pass
+
+
+def _restore_response(error: BaseException) -> None:
+    response = getattr(error, "_wm_response", None)
+    if response is None:
+        return
+    try:
+        from supermemory._compat import _last_response
+
+        _last_response.set(response)
+    except Exception:
+        pass
+
+
+def _read_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if handled_outside():
+            return wrapped(*args, **kwargs)
+        try:
+            read = _describe_read(instance, operation, args, kwargs)
+        except Exception:
+            read = None
+        if read is None:
+            return wrapped(*args, **kwargs)
+
+        def fetch() -> Any:
+            try:
+                return wrapped(*args, **kwargs)
+            except Exception as error:
+                _keep_response(error)
+                raise
+
+        try:
+            return runtime.read(read, fetch)
+        except Exception as error:
+            _restore_response(error)
+            raise
+
+    return wrapper
+
+
+def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
+    async def wrapper(
+        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if handled_outside():
+            return await wrapped(*args, **kwargs)
+        try:
+            read = _describe_read(instance, operation, args, kwargs)
+        except Exception:
+            read = None
+        if read is None:
+            return await wrapped(*args, **kwargs)
+
+        async def fetch() -> Any:
+            try:
+                return await wrapped(*args, **kwargs)
+            except Exception as error:
+                _keep_response(error)
+                raise
+
+        try:
+            return await runtime.aread(read, fetch)
+        except Exception as error:
+            _restore_response(error)
+            raise
+
+    return wrapper
+
+
+# -- writes and raw reads at the transport --------------------------------------------------------
+class _Raw:
+    """A cacheable read reaching the transport on its own: ``with_raw_response``."""
+
+    __slots__ = ("operation", "query", "server")
+
+    def __init__(self, operation: str, server: tuple[str, int | None], query: str | None):
+        self.operation = operation
+        self.server = server
+        self.query = query
+
+
+def _body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    sent = kwargs.get("json")
+    if isinstance(sent, Mapping):
+        body.update((k, v) for k, v in sent.items() if v is not _OMIT)
+    options = kwargs.get("request_options") or {}
+    body.update(options.get("additional_body_parameters") or {})
+    return body
+
+
+def _query(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    params: dict[str, Any] = dict(kwargs.get("params") or {})
+    options = kwargs.get("request_options") or {}
+    params.update(options.get("additional_query_parameters") or {})
+    return params
+
+
+def _tenant_at_transport(instance: Any, kwargs: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
+    base_url = instance.get_base_url(kwargs.get("base_url"))
+    options = kwargs.get("request_options") or {}
+    authorization = (
+        _header(options.get("additional_headers"), "authorization")
+        or _header(kwargs.get("headers"), "authorization")
+        or _header(instance.base_headers(), "authorization")
+    )
+    return tenant_of(base_url, authorization), base_url
+
+
+def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
+    """``None`` (pass through), a :class:`_Raw` read, or a :class:`Write`."""
+    path = args[0] if args else kwargs.get("path")
+    method = kwargs.get("method")
+    if not isinstance(path, str) or not isinstance(method, str):
+        return None
+    path = path.strip("/")
+    method = method.upper()
+    if method in ("GET", "HEAD", "OPTIONS"):
+        return None
+    for verb, pattern in _NOT_WRITES:
+        if verb == method and pattern.fullmatch(path):
+            return None
+    for verb, pattern, operation in _RAW_READS:
+        if verb == method and pattern.fullmatch(path):
+            if handled_outside():
+                return None  # the fetch of a model-level read
+            tenant, base_url = _tenant_at_transport(instance, kwargs)
+            query = _body(kwargs).get("query") if operation == "search" else None
+            return _Raw(operation, server_of(base_url), query if isinstance(query, str) else None)
+    tenant, base_url = _tenant_at_transport(instance, kwargs)
+    operation = "write"
+    for verb, pattern, name in _WRITES:
+        if verb == method and pattern.fullmatch(path):
+            operation = name
+            break
+    if operation == "memories.forget_matching" and _body(kwargs).get("dryRun") is True:
+        return None  # a preview: it reads, and must neither be cached nor invalidate
+    tags: list[str] = []
+    matched = _ANY_NS.fullmatch(path)
+    if matched is not None and operation != "write":
+        tags.append(matched["ns"])
+        if operation == "namespaces.delete":
+            target = _query(kwargs).get("moveTo")
+            if target is not None:
+                tags.append(_segment(target))
+    # No namespace named (organization-wide, or a path we do not know): the whole tenant.
+    return Write(
+        operation=operation,
+        scopes=write_scopes(tenant, tags),
+        server=server_of(base_url),
+        deletes=method == "DELETE",
+    )
+
+
+def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:
+    def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        if kwargs.get("retries"):
+            return wrapped(*args, **kwargs)  # a retry of a call handled further out
+        try:
+            action = _classify(instance, args, kwargs)
+        except Exception:
+            action = None
+        if action is None:
+            return wrapped(*args, **kwargs)
+        if isinstance(action, _Raw):
+            return runtime.bypass(
+                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
+            )
+        return runtime.write(action, lambda: wrapped(*args, **kwargs))
+
+    return wrapper
+
+
+def _atransport_wrapper(runtime: Runtime) -> Callable[..., Any]:
+    async def wrapper(
+        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if kwargs.get("retries"):
+            return await wrapped(*args, **kwargs)
+        try:
+            action = _classify(instance, args, kwargs)
+        except Exception:
+            action = None
+        if action is None:
+            return await wrapped(*args, **kwargs)
+        if isinstance(action, _Raw):
+            return await runtime.abypass(
+                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
+            )
+        return await runtime.awrite(action, lambda: wrapped(*args, **kwargs))
+
+    return wrapper
+
+
+# -- entry points ---------------------------------------------------------------------------------
+def patches(runtime: Runtime) -> list[Patch]:
+    """The model-level reads and the transport of supermemory 5.x; ``[]`` for any other version."""
+    if not _sdk_is_5x():
+        return []
+    try:
+        import supermemory.client
+        import supermemory.core.http_client
+        import supermemory.core.unchecked_base_model  # noqa: F401  (used on decode)
+    except Exception:
+        return []
+    found: list[Patch] = []
+    for cls, make in (("Supermemory", _read_wrapper), ("AsyncSupermemory", _aread_wrapper)):
+        for operation in _READS:
+            found.append(
+                Patch("supermemory.client", f"{cls}.{operation}", make(runtime, operation))
+            )
+    found.append(
+        Patch("supermemory.core.http_client", "HttpClient.request", _transport_wrapper(runtime))
+    )
+    found.append(
+        Patch(
+            "supermemory.core.http_client", "AsyncHttpClient.request", _atransport_wrapper(runtime)
+        )
+    )
+    return found
+
+
+def wrap(client: Any, runtime: Runtime) -> Any:
+    """A cached copy of a 5.x ``Supermemory``/``AsyncSupermemory``; ``None`` for anything else.
+
+    The copy comes from ``client.copy()``: the same options and connection pool, but its own
+    generated client and its own ``HttpClient``. Only the copy's instance attributes change:
+    ``search``/``profile``/``list`` read through ``runtime``, and its ``HttpClient.request``
+    classifies writes and raw reads. ``client`` is neither cached nor modified. A copy made from
+    the copy (``with_options``) is a plain, uncached client.
+    """
+    if not _sdk_is_5x():
+        return None
+    try:
+        from supermemory.client import AsyncSupermemory, Supermemory
+    except Exception:
+        return None
+    if isinstance(client, AsyncSupermemory):
+        generated: type[Any] = AsyncSupermemory
+        read_wrapper, transport_wrapper = _aread_wrapper, _atransport_wrapper
+    elif isinstance(client, Supermemory):
+        generated = Supermemory
+        read_wrapper, transport_wrapper = _read_wrapper, _transport_wrapper
+    else:
+        return None
+    make_copy = getattr(client, "copy", None)
+    if not callable(make_copy):
+        return None  # a bare generated client: no public way to copy it
+    cached = make_copy()
+    attributes: dict[str, Any] = vars(cached)
+    for operation in _READS:
+        function = wrapt.FunctionWrapper(
+            getattr(generated, operation), read_wrapper(runtime, operation)
+        )
+        # Bound now and kept in the instance dict: ``_compat`` then finds a bound method with a
+        # ``request_options`` parameter and wraps it like the original (options, error mapping).
+        attributes[operation] = function.__get__(cached, type(cached))
+    http = cached._client_wrapper.httpx_client
+    request = wrapt.FunctionWrapper(type(http).request, transport_wrapper(runtime))
+    vars(http)["request"] = request.__get__(http, type(http))
+    attributes["working_memory"] = runtime.memory
+    return cached
