@@ -1,0 +1,570 @@
+"""httpx: a caching transport for callers that speak the Supermemory HTTP API with plain httpx.
+
+For code that builds its own ``httpx.Client`` / ``httpx.AsyncClient`` (supermemory-bash does)::
+
+    import httpx
+    from wm_middleware import AsyncCachingTransport
+
+    transport = AsyncCachingTransport()
+    client = httpx.AsyncClient(base_url="https://api.supermemory.ai",
+                               headers={"Authorization": f"Bearer {key}"}, transport=transport)
+    await client.post("/v4/search", json={"q": "tea", "containerTag": "user-1"})  # upstream
+    await client.post("/v4/search", json={"q": "tea", "containerTag": "user-1"})  # from memory
+    transport.working_memory.stats()  # CacheStats(hits=1, misses=1, ...)
+
+What is cached: 2xx answers to the POST reads ``v3/search``, ``v4/search``, ``v4/profile``,
+``v3/documents/list`` and ``ns/{ns}/search``, ``ns/{ns}/profile``, ``ns/{ns}/list/{type}``,
+matched on the tail of the path (any base path in front, e.g. ``/v5/`` or ``/api/``). The key is
+the method, the URL (scheme, host, port, path, query), a fingerprint of the credentials
+(``Authorization`` or ``x-api-key``) and the canonical JSON body (the raw bytes when it is not
+JSON). The stored value is the status, the headers and the *decoded* body; every hit gets a fresh
+``httpx.Response``, so callers never share one.
+
+Never cached: non-2xx answers, GETs, other paths, request bodies that are unread streams, and, for
+the ``Client.send`` patches, ``stream=True`` sends and requests whose credentials an httpx ``auth``
+flow adds after ``send`` (the transport below still sees those; use :class:`CachingTransport`).
+
+Writes sent the same way (``v3/documents*``, ``v4/memories``, ``v3/settings``, ``v3/connections*``,
+``ns/{ns}/document*``, ``ns/{ns}/memories*``, ``ns/{ns}/profile/buckets``, ``ns/{ns}`` ...)
+invalidate the container tags or namespace they name, or the whole tenant (origin + credentials)
+when they name none.
+
+Nesting: the supermemory SDKs send through httpx too. Their calls are handled one level up by the
+SDK adapters, and this layer passes them straight through (``handled_outside()``), so a call is
+cached and traced once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Awaitable, Callable, Hashable, Mapping
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Final, cast
+from urllib.parse import unquote
+
+import httpx
+
+from .._cache import WorkingMemory
+from .._callpath import Read, Runtime, Write, handled_outside
+from .._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
+from .._telemetry import Telemetry
+from . import Patch
+
+__all__ = [
+    "LIBRARY",
+    "AsyncCachingTransport",
+    "CachingTransport",
+    "patches",
+    "send_patches",
+    "wrap",
+]
+
+LIBRARY: Final = "httpx"
+
+# Headers that describe the bytes on the wire, not the decoded body we store.
+_WIRE_HEADERS: Final = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
+_WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# The API part of a path: ``v3|v4/...`` (3.x) or ``ns/{namespace}/...`` (5.x), after any base path.
+# ``re.search`` takes the leftmost, so a namespace called "v3" stays a namespace.
+_API_TAIL: Final = re.compile(
+    r"(?:^|/)(?:(?P<v3>v[34](?:/[^/]+)*)|ns/(?P<ns>[^/]+)(?P<rest>(?:/[^/]+)*))/?$"
+)
+_READS_3X: Final = {
+    "v4/search": "search.memories",
+    "v3/search": "search",
+    "v4/profile": "profile",
+    "v3/documents/list": "documents.list",
+}
+# POSTs under v3/connections that only read (list, get_by_tag, list_documents).
+_CONNECTION_READS: Final = re.compile(r"v3/connections/(?:list|[^/]+/(?:connection|documents))")
+_DOCUMENT_BY_ID: Final = re.compile(r"v3/documents/(?!bulk$|batch$|file$)[^/]+")
+
+
+# -- describing a request ----------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _ReadSpec:
+    operation: str
+    key: Hashable
+    scopes: tuple[Hashable, ...]
+    server: tuple[str, int | None]
+    query: str | None
+
+
+_NOT_JSON: Final = object()
+
+
+def _body_of(request: httpx.Request) -> bytes | None:
+    """The request body, or ``None`` for a stream nobody has read (we never consume it)."""
+    try:
+        return request.content
+    except httpx.RequestNotRead:
+        return None
+
+
+def _json(content: bytes) -> Any:
+    if not content:
+        return None
+    try:
+        return json.loads(content)
+    except ValueError:
+        return _NOT_JSON
+
+
+def _credentials(headers: httpx.Headers) -> str | None:
+    authorization: str | None = headers.get("authorization")
+    if authorization:
+        # The bare key, so a tenant here equals ``tenant_of(base_url, api_key)`` of the SDK layer.
+        scheme, _, token = authorization.partition(" ")
+        return token.strip() if scheme.lower() == "bearer" and token.strip() else authorization
+    api_key: str | None = headers.get("x-api-key")
+    return api_key
+
+
+def _tags_3x(body: Any) -> list[str]:
+    """Container tags a 3.x write names; empty (= whole tenant) if any part of it names none."""
+    if not isinstance(body, Mapping):
+        return []
+    top = tags_in(body, "containerTag", "containerTags")
+    tags = list(top)
+    documents = body.get("documents")
+    if isinstance(documents, list):  # batch_add: tags per item, the top-level ones as default
+        for item in documents:
+            own = (
+                tags_in(item, "containerTag", "containerTags") if isinstance(item, Mapping) else []
+            )
+            if not own and not top:
+                return []
+            tags.extend(own)
+    return tags
+
+
+def _write_3x(method: str, tail: str, body: Any) -> list[str] | None:
+    """The tags a 3.x write names ([] = whole tenant), or ``None`` if it is not a write."""
+    if tail == "v3/documents" or tail.startswith("v3/documents/"):
+        if method in ("PATCH", "DELETE") and _DOCUMENT_BY_ID.fullmatch(tail):
+            return []  # by id: the document's current tag is unknown
+        return _tags_3x(body)
+    if tail in ("v4/memories", "v3/memories") or (
+        tail.startswith("v3/memories/") and not tail.endswith("/list")  # older 3.x aliases
+    ):
+        return _tags_3x(body)
+    if tail == "v3/settings":
+        return []
+    if tail.startswith("v3/connections/"):
+        if method == "POST" and _CONNECTION_READS.fullmatch(tail):
+            return None
+        return _tags_3x(body)
+    return None
+
+
+def _write_5x(method: str, parts: list[str], body: Any) -> bool:
+    if not parts:  # ns/{ns} itself: update or delete the namespace
+        return method in ("PATCH", "DELETE")
+    if parts[0] == "memories" and parts[1:] == ["semantic"]:
+        return not (isinstance(body, Mapping) and body.get("dryRun") is True)  # dry run: a read
+    return parts[0] in ("document", "memories", "connectors") or parts == ["profile", "buckets"]
+
+
+def describe(request: httpx.Request) -> _ReadSpec | Write | None:
+    """What ``request`` is to the working memory: a cacheable read, a write, or neither."""
+    method = request.method
+    if method not in _WRITE_METHODS:
+        return None
+    url = request.url
+    raw_path = url.raw_path.partition(b"?")[0].decode("ascii", "replace")
+    match = _API_TAIL.search(raw_path)
+    organization = match is None and raw_path.rstrip("/").endswith("/organization")
+    if match is None and not (organization and method == "PATCH"):
+        return None
+    origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
+    tenant = (origin, fingerprint(_credentials(request.headers)))
+    server = server_of(origin)
+    content = _body_of(request)
+    body = _NOT_JSON if content is None else _json(content)
+    if match is None:  # PATCH organization: org-wide (5.x)
+        return Write("organization.update", write_scopes(tenant, ()), server)
+
+    if match["v3"] is not None:
+        tail = match["v3"]
+        operation = _READS_3X.get(tail) if method == "POST" else None
+        tags = tags_in(body, "containerTag", "containerTags") if isinstance(body, Mapping) else []
+        query = body.get("q") if isinstance(body, Mapping) else None
+        if operation is None:
+            written = _write_3x(method, tail, body)
+            if written is None:
+                return None
+            # Operation names stay low-cardinality: no ids, no tags.
+            operation = f"{method} {'/'.join(tail.split('/')[:2])}"
+            return Write(operation, write_scopes(tenant, written), server, method == "DELETE")
+    else:
+        namespace = unquote(match["ns"])
+        parts = match["rest"].strip("/").split("/") if match["rest"] else []
+        operation = None
+        if method == "POST" and (
+            parts in (["search"], ["profile"]) or (len(parts) == 2 and parts[0] == "list")
+        ):
+            operation = parts[0]
+        tags = [namespace]
+        query = body.get("query") if isinstance(body, Mapping) else None
+        if operation is None:
+            if not _write_5x(method, parts, body):
+                return None
+            if not parts and method == "DELETE" and url.params.get("moveTo"):
+                tags.append(url.params["moveTo"])  # the target namespace changes too
+            operation = f"{method} ns/{{ns}}{'/' + parts[0] if parts else ''}"
+            return Write(operation, write_scopes(tenant, tags), server, method == "DELETE")
+
+    if content is None:
+        return None  # an unread streaming body: cannot key it, pass it through
+    body_key: Hashable = (
+        content if body is _NOT_JSON else json.dumps(body, sort_keys=True, separators=(",", ":"))
+    )
+    url_key = f"{origin}{url.raw_path.decode('ascii', 'replace')}"
+    key = ("httpx", tenant, operation, method, url_key, body_key)
+    query_text = query if isinstance(query, str) else None
+    return _ReadSpec(operation, key, read_scopes(tenant, tags, query_text), server, query_text)
+
+
+# -- stored answers ----------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Stored:
+    """An immutable snapshot of a fully read response: decoded body, headers that still fit it."""
+
+    status: int
+    headers: tuple[tuple[bytes, bytes], ...]
+    content: bytes
+    http_version: bytes | None
+    reason_phrase: bytes | None
+    records: int | None = None  # results in the body, for ``gen_ai.memory.record.count``
+
+
+class _ErrorStatus(Exception):
+    """Carries a non-2xx answer out of the shared fetch, so it reaches its callers uncached."""
+
+    def __init__(self, stored: _Stored) -> None:
+        super().__init__(stored.status)
+        self.stored = stored
+
+
+def _snapshot(response: httpx.Response) -> _Stored:
+    extensions = response.extensions
+    version = extensions.get("http_version")
+    reason = extensions.get("reason_phrase")
+    return _Stored(
+        response.status_code,
+        tuple((k, v) for k, v in response.headers.raw if k.lower() not in _WIRE_HEADERS),
+        response.content,
+        version if isinstance(version, bytes) else None,
+        reason if isinstance(reason, bytes) else None,
+    )
+
+
+def _checked(response: httpx.Response) -> _Stored:
+    stored = _snapshot(response)
+    if not 200 <= stored.status < 300:
+        raise _ErrorStatus(stored)
+    return replace(stored, records=_records(stored.content))
+
+
+def _replay(stored: _Stored, request: httpx.Request) -> httpx.Response:
+    """A fresh, unread response for one caller, as a transport returns it to its client."""
+    extensions: dict[str, Any] = {}
+    if stored.http_version is not None:
+        extensions["http_version"] = stored.http_version
+    if stored.reason_phrase is not None:
+        extensions["reason_phrase"] = stored.reason_phrase
+    return httpx.Response(
+        stored.status,
+        # The client reads the stream itself (and times it for ``.elapsed``).
+        headers=[*stored.headers, (b"content-length", str(len(stored.content)).encode())],
+        stream=httpx.ByteStream(stored.content),
+        request=request,
+        extensions=extensions,
+    )
+
+
+def _replay_sent(stored: _Stored, request: httpx.Request) -> httpx.Response:
+    """A fresh, read response, as ``Client.send`` returns it to its caller."""
+    response = _replay(stored, request)
+    response.read()
+    response.elapsed = timedelta(0)  # no time was spent on the wire
+    return response
+
+
+def _records(content: bytes) -> int | None:
+    try:
+        data = json.loads(content)
+    except ValueError:
+        return None
+    if isinstance(data, dict):
+        for name in ("results", "memories", "documents"):
+            if isinstance(data.get(name), list):
+                return len(data[name])
+    return None
+
+
+Replay = Callable[[_Stored, httpx.Request], httpx.Response]
+
+
+def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
+    # One Read per request: ``count`` runs right after ``decode`` for the same caller.
+    records: list[int | None] = [None]
+
+    def decode(stored: _Stored) -> httpx.Response:
+        records[0] = stored.records
+        return replay(stored, request)
+
+    return Read(
+        spec.operation,
+        spec.key,
+        spec.scopes,
+        spec.server,
+        spec.query,
+        decode=decode,
+        count=lambda response: records[0],
+    )
+
+
+# -- the shared call path ----------------------------------------------------------------------
+def _handle(
+    runtime: Runtime,
+    request: httpx.Request,
+    send: Callable[[], httpx.Response],
+    fetch: Callable[[], _Stored],
+    replay: Replay,
+) -> httpx.Response:
+    if handled_outside():
+        return send()
+    try:
+        call = describe(request)
+    except Exception:  # never fail a request for our own reasons
+        call = None
+    if call is None:
+        return send()
+    if isinstance(call, Write):
+        return runtime.write(call, send)
+    try:
+        # The runtime returns ``decode(stored)``: a fresh response, not the ``_Stored`` itself.
+        return cast(httpx.Response, runtime.read(_read_of(call, request, replay), fetch))
+    except _ErrorStatus as error:
+        return replay(error.stored, request)
+
+
+async def _ahandle(
+    runtime: Runtime,
+    request: httpx.Request,
+    send: Callable[[], Awaitable[httpx.Response]],
+    fetch: Callable[[], Awaitable[_Stored]],
+    replay: Replay,
+) -> httpx.Response:
+    if handled_outside():
+        return await send()
+    try:
+        call = describe(request)
+    except Exception:
+        call = None
+    if call is None:
+        return await send()
+    if isinstance(call, Write):
+        return await runtime.awrite(call, send)
+    try:
+        return cast(httpx.Response, await runtime.aread(_read_of(call, request, replay), fetch))
+    except _ErrorStatus as error:
+        return replay(error.stored, request)
+
+
+def _runtime(working_memory: WorkingMemory[Any] | None, runtime: Runtime | None) -> Runtime:
+    if runtime is not None:
+        if working_memory is not None and working_memory is not runtime.memory:
+            raise ValueError("pass working_memory or runtime, not both")
+        return runtime
+    return Runtime(working_memory if working_memory is not None else WorkingMemory(), Telemetry())
+
+
+# -- transports --------------------------------------------------------------------------------
+class CachingTransport(httpx.BaseTransport):
+    """An ``httpx`` transport that answers repeated Supermemory reads from a working memory.
+
+    Args:
+        transport: the transport that really sends (default ``httpx.HTTPTransport()``).
+        working_memory: where entries live (default: a new ``WorkingMemory()``).
+        runtime: share the call path of an ``instrument()`` or another transport instead.
+
+    See the module documentation for what is cached and what invalidates. Errors of the inner
+    transport reach the caller unchanged; non-2xx answers are returned, never stored.
+    """
+
+    def __init__(
+        self,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        working_memory: WorkingMemory[Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self._transport = transport if transport is not None else httpx.HTTPTransport()
+        self._runtime = _runtime(working_memory, runtime)
+
+    @property
+    def working_memory(self) -> WorkingMemory[Any]:
+        """The working memory this transport reads and invalidates."""
+        return self._runtime.memory
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        inner = self._transport
+
+        def fetch() -> _Stored:
+            response = inner.handle_request(request)
+            try:
+                response.read()
+            finally:
+                response.close()
+            return _checked(response)
+
+        return _handle(
+            self._runtime, request, lambda: inner.handle_request(request), fetch, _replay
+        )
+
+    def close(self) -> None:
+        self._transport.close()
+
+
+class AsyncCachingTransport(httpx.AsyncBaseTransport):
+    """The :class:`CachingTransport` of ``httpx.AsyncClient`` (default ``AsyncHTTPTransport()``)."""
+
+    def __init__(
+        self,
+        transport: httpx.AsyncBaseTransport | None = None,
+        *,
+        working_memory: WorkingMemory[Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
+        self._runtime = _runtime(working_memory, runtime)
+
+    @property
+    def working_memory(self) -> WorkingMemory[Any]:
+        """The working memory this transport reads and invalidates."""
+        return self._runtime.memory
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        inner = self._transport
+
+        async def fetch() -> _Stored:
+            response = await inner.handle_async_request(request)
+            try:
+                await response.aread()
+            finally:
+                await response.aclose()
+            return _checked(response)
+
+        return await _ahandle(
+            self._runtime, request, lambda: inner.handle_async_request(request), fetch, _replay
+        )
+
+    async def aclose(self) -> None:
+        await self._transport.aclose()
+
+
+# -- instrument(httpx=True): Client.send / AsyncClient.send ------------------------------------
+def _sendable(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> httpx.Request | None:
+    """The request of a ``send`` call we may answer from memory, else ``None``."""
+    request = args[0] if args else kwargs.get("request")
+    if not isinstance(request, httpx.Request) or instance.is_closed:
+        return None
+    auth = kwargs.get("auth", httpx.USE_CLIENT_DEFAULT)
+    if auth is httpx.USE_CLIENT_DEFAULT:
+        auth = instance.auth
+    if auth is not None or request.url.username or request.url.password:
+        return None  # an auth flow adds credentials after this point: the key could not see them
+    return request
+
+
+def _sync_send(runtime: Runtime) -> Any:
+    def wrapper(
+        wrapped: Callable[..., httpx.Response],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> httpx.Response:
+        if handled_outside():
+            return wrapped(*args, **kwargs)
+        try:
+            request = _sendable(instance, args, kwargs)
+        except Exception:
+            request = None
+        if request is None:
+            return wrapped(*args, **kwargs)
+        if kwargs.get("stream"):
+            call = describe(request)
+            if isinstance(call, _ReadSpec):  # a streamed read is never cached
+                return runtime.bypass(
+                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
+                )
+
+        def fetch() -> _Stored:
+            response = wrapped(*args, **kwargs)
+            response.close()
+            return _checked(response)
+
+        return _handle(runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent)
+
+    return wrapper
+
+
+def _async_send(runtime: Runtime) -> Any:
+    async def wrapper(
+        wrapped: Callable[..., Awaitable[httpx.Response]],
+        instance: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+    ) -> httpx.Response:
+        if handled_outside():
+            return await wrapped(*args, **kwargs)
+        try:
+            request = _sendable(instance, args, kwargs)
+        except Exception:
+            request = None
+        if request is None:
+            return await wrapped(*args, **kwargs)
+        if kwargs.get("stream"):
+            call = describe(request)
+            if isinstance(call, _ReadSpec):
+                return await runtime.abypass(
+                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
+                )
+
+        async def fetch() -> _Stored:
+            response = await wrapped(*args, **kwargs)
+            await response.aclose()
+            return _checked(response)
+
+        return await _ahandle(
+            runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent
+        )
+
+    return wrapper
+
+
+def patches(runtime: Runtime) -> list[Patch]:
+    """Nothing by default: plain httpx callers opt in (``instrument(httpx=True)``)."""
+    return []
+
+
+def send_patches(runtime: Runtime) -> list[Patch]:
+    """``httpx.Client.send`` and ``httpx.AsyncClient.send``, for ``instrument(httpx=True)``."""
+    return [
+        Patch("httpx", "Client.send", _sync_send(runtime)),
+        Patch("httpx", "AsyncClient.send", _async_send(runtime)),
+    ]
+
+
+def wrap(client: object, runtime: Runtime) -> object | None:
+    """``None``: give an httpx client a :class:`CachingTransport` instead.
+
+    httpx has no public way to copy a client with another transport (mounts, auth, hooks and
+    pool limits live in private attributes), and a half-copied client would behave differently
+    from the original in ways a caller cannot see.
+    """
+    return None
