@@ -107,6 +107,9 @@ class EmulatorServer(Emulator):
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
         sock = socket.socket(family, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it, Nagle's algorithm and delayed ACKs add
+        # ~40 ms to every request after the first on a kept-alive connection.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.bind((self.host, self._requested_port))
         sock.listen(128)
         sock.setblocking(False)
