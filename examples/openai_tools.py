@@ -1,0 +1,108 @@
+"""supermemory-openai-sdk memory tools in a function-calling loop, cached by ``instrument()``.
+
+    python examples/openai_tools.py
+    SUPERMEMORY_API_KEY=sm_... python examples/openai_tools.py
+
+No LLM is called: the assistant messages below are what a model returns (``tool_calls`` in
+OpenAI's JSON shape), and ``SupermemoryTools.execute_tool_call`` runs them as an application
+would. Parallel tool calls asking the same question share one upstream request; the repeated
+question in the next message is a hit; ``add_memory`` invalidates the user's container tag.
+Needs ``supermemory`` 3.x and ``supermemory-openai-sdk``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from openai.types.chat import ChatCompletionMessageToolCall
+from supermemory_openai import SupermemoryTools
+
+import wm_middleware
+
+CONTAINER_TAG = "user-alex"
+
+
+def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+# What the model answers, message by message (each message's calls run in parallel).
+ASSISTANT_MESSAGES = [
+    [
+        tool_call("call_1", "search_memories", information_to_get="peanut allergy"),
+        tool_call("call_2", "search_memories", information_to_get="favorite cuisines"),
+        tool_call("call_3", "search_memories", information_to_get="peanut allergy"),
+    ],
+    [tool_call("call_4", "search_memories", information_to_get="peanut allergy")],
+    [tool_call("call_5", "add_memory", memory="Alex booked Sakura for Friday at 19:30.")],
+    [tool_call("call_6", "search_memories", information_to_get="peanut allergy")],
+]
+
+
+@contextmanager
+def supermemory_target() -> Iterator[tuple[str, str | None]]:
+    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
+    api_key = os.environ.get("SUPERMEMORY_API_KEY")
+    if api_key:
+        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL")
+        return
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer(latency=0.05) as server:
+        server.seed(
+            "sk-example",
+            [
+                "Alex has a severe peanut allergy.",
+                "Alex's favorite cuisines are Japanese and Ethiopian.",
+            ],
+            container_tag=CONTAINER_TAG,
+        )
+        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
+        yield "sk-example", server.base_url
+
+
+async def run(api_key: str, base_url: str | None) -> None:
+    config: dict[str, Any] = {"container_tags": [CONTAINER_TAG]}
+    if base_url:
+        config["base_url"] = base_url
+    tools = SupermemoryTools(api_key, config)
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "Plan Friday dinner for me."}]
+    for calls in ASSISTANT_MESSAGES:
+        messages.append({"role": "assistant", "content": None, "tool_calls": calls})
+        results = await asyncio.gather(
+            *(
+                tools.execute_tool_call(ChatCompletionMessageToolCall.model_validate(call))
+                for call in calls
+            )
+        )
+        for call, content in zip(calls, results, strict=True):
+            messages.append({"role": "tool", "tool_call_id": call["id"], "content": content})
+            result = json.loads(content)
+            arguments = json.loads(call["function"]["arguments"])
+            detail = f"{result.get('count')} results" if "count" in result else "stored"
+            print(f"{call['id']}: {call['function']['name']}({arguments}) -> {detail}")
+    await tools.client.close()
+    # ``messages`` would now go back to the model for its next answer.
+
+
+def main() -> None:
+    with supermemory_target() as (api_key, base_url):
+        memory = wm_middleware.instrument()
+        try:
+            asyncio.run(run(api_key, base_url))
+            print(memory.stats())  # 1 coalesced, 1 hit, the add invalidated, 1 miss again
+        finally:
+            wm_middleware.uninstrument()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""Running the console entry point and the examples as a user would: in a subprocess."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def environment(**extra: str) -> dict[str, str]:
+    """The current environment with the checkout importable and no real-API or OTLP settings."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("SUPERMEMORY_", "OTEL_EXPORTER_OTLP", "OTLP_"))
+    }
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra)
+    return env
+
+
+def run(*args: str, timeout: float = 120.0, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env=environment(**extra),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )

@@ -1,0 +1,225 @@
+"""``wm-middleware`` (also ``python -m wm_middleware``): the demo and the emulator server.
+
+``wm-middleware demo`` runs a scripted agent through supermemory-openai-sdk's ``SupermemoryTools``
+against the bundled emulator twice, uncached and with ``instrument()``, then prints the
+comparison and a trace waterfall. ``wm-middleware serve`` runs the emulator in the foreground.
+Both need the ``demo`` extra (``pip install 'wm-middleware[demo]'``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+__all__ = ["main"]
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _latency(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
+    if not 0 <= value <= 10_000:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 10000 ms, got {value:g}")
+    return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="wm-middleware",
+        description="Working memory for AI agents in front of Supermemory: demo and emulator.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser(
+        "demo",
+        help="run a scripted agent uncached and cached, and compare",
+        description=(
+            "Start the emulator, seed a small memory set, and run a scripted agent loop "
+            "(supermemory-openai-sdk SupermemoryTools executing an LLM's tool calls; no LLM or "
+            "key needed) twice: uncached and with wm_middleware.instrument(). Prints upstream "
+            "requests, per-search latency, wall time per turn and a trace waterfall."
+        ),
+    )
+    demo.add_argument("--turns", type=_positive_int, default=4, help="agent turns (default 4)")
+    demo.add_argument(
+        "--latency-ms",
+        type=_latency,
+        default=100.0,
+        help="emulated upstream latency per request, +-20%% jitter (default 100)",
+    )
+    demo.add_argument("--json", action="store_true", help="print a machine-readable summary only")
+    demo.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="export both runs over OTLP/HTTP (e.g. http://localhost:4318); default: the "
+        "OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+    )
+    demo.add_argument(
+        "--api-key",
+        help="run against the real Supermemory API with this key (instead of the emulator)",
+    )
+    demo.add_argument(
+        "--base-url",
+        metavar="URL",
+        help="Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
+    )
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the Supermemory API emulator in the foreground",
+        description="Run the Supermemory-compatible emulator until interrupted (Ctrl-C).",
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
+    serve.add_argument(
+        "--latency-ms", type=_latency, default=0.0, help="latency per request (default 0)"
+    )
+    serve.add_argument(
+        "--demo-data",
+        action="store_true",
+        help="seed the demo's memory set (API key sk-wm-demo, container tag user-alex)",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    return parser
+
+
+def _missing_extra(error: ImportError) -> int:
+    print(
+        f"wm-middleware: {error.name or error} is not installed; the demo needs "
+        "pip install 'wm-middleware[demo]' supermemory-openai-sdk",
+        file=sys.stderr,
+    )
+    return 1
+
+
+def _demo(args: argparse.Namespace) -> int:
+    try:
+        from rich.console import Console
+
+        from .demo.console import ConsoleProgress
+        from .demo.report import comparison_table, saved_line, summary, waterfall
+        from .demo.runner import DemoOptions, collector_reachable, otlp_target, run_demo
+    except ImportError as error:
+        return _missing_extra(error)
+
+    out = Console(highlight=False)
+    err = Console(stderr=True, highlight=False)
+    endpoint, from_env = otlp_target(args.otlp_endpoint)
+    notes: list[str] = []
+    if endpoint is not None and not collector_reachable(endpoint):
+        notes.append(f"no OTLP collector reachable at {endpoint}; not exporting")
+        endpoint, from_env = None, False
+    elif endpoint is not None:
+        notes.append(
+            f"exporting both runs to {endpoint} as services agent-uncached and agent-cached"
+        )
+    options = DemoOptions(
+        turns=args.turns,
+        latency_ms=args.latency_ms,
+        api_key=args.api_key,
+        base_url=args.base_url,
+        otlp_endpoint=endpoint,
+        otlp_from_env=from_env,
+    )
+    # Progress goes where it cannot corrupt the JSON: stdout in text mode, stderr with --json.
+    progress_console = err if args.json else out
+    progress = ConsoleProgress(progress_console, quiet=args.json and not err.is_terminal)
+    if not args.json:
+        target = (
+            f"the emulator ({args.latency_ms:g} ms latency)"
+            if options.uses_emulator
+            else (options.base_url or "the Supermemory API")
+        )
+        out.print(
+            f"wm-middleware demo: a scripted agent (SupermemoryTools), {args.turns} turns "
+            f"against {target}, uncached then cached"
+        )
+    for note in notes:
+        progress_console.print(f"[dim]{note}[/dim]")
+    try:
+        result = asyncio.run(run_demo(options, progress))
+    except ImportError as error:
+        return _missing_extra(error)
+    except ValueError as error:
+        print(f"wm-middleware demo: {error}", file=sys.stderr)
+        return 2
+    errors = result.uncached.agent.errors + result.cached.agent.errors
+    if args.json:
+        print(json.dumps(summary(result), indent=2))
+    else:
+        out.print()
+        out.print(comparison_table(result))
+        out.print()
+        out.print(saved_line(result))
+        out.print()
+        out.print(waterfall(result, out))
+    if errors:
+        print(
+            f"wm-middleware demo: {len(errors)} tool calls failed, first: {errors[0].error}",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def _serve(args: argparse.Namespace) -> int:
+    try:
+        from .emulator import serve
+    except ImportError as error:
+        return _missing_extra(error)
+    seed_data: dict[str, Any] | None = None
+    if args.demo_data:
+        from .demo.script import CONTAINER_TAG, SEED_MEMORIES
+
+        seed_data = {
+            "sk-wm-demo": [dict(memory, container_tag=CONTAINER_TAG) for memory in SEED_MEMORIES]
+        }
+    print(f"wm-middleware: emulator on http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
+    try:
+        serve(
+            args.host,
+            args.port,
+            latency=args.latency_ms / 1000.0 or None,
+            seed_data=seed_data,
+            log_level=args.log_level,
+        )
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``wm-middleware`` console script; returns the exit status."""
+    args = _parser().parse_args(argv)
+    if args.command == "demo":
+        return _demo(args)
+    return _serve(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The scripted agent loop shared by ``wm-middleware demo`` and ``benchmarks/bench_agent_loop.py``.
+
+There is no model: each turn's tool calls come from :mod:`wm_middleware.demo.script`, in the JSON
+shape of OpenAI's ``tool_calls``, and an :data:`Executor` runs them, normally
+``SupermemoryTools.execute_tool_call`` from supermemory-openai-sdk (see
+:func:`supermemory_tools_executor`). The loop times every call and every turn, and traces them
+(``invoke_agent`` per turn, ``execute_tool`` per call) so that the working memory's own spans
+nest under the call that caused them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from opentelemetry.trace import Span, SpanKind, Tracer
+
+from .script import Turn
+
+__all__ = [
+    "AgentRun",
+    "CallRecord",
+    "Executor",
+    "TurnRecord",
+    "percentile",
+    "run_agent",
+    "supermemory_tools_executor",
+]
+
+Executor = Callable[[dict[str, Any]], Awaitable[str]]
+"""Runs one tool call (OpenAI ``tool_calls[i]`` JSON) and returns the tool message content."""
+
+# Span and attribute names of the agent's own spans (GenAI semantic conventions where they exist).
+TURN_SPAN = "invoke_agent"
+TOOL_SPAN = "execute_tool"
+TOOL_NAME = "gen_ai.tool.name"
+TOOL_CALL_ID = "gen_ai.tool.call.id"
+AGENT_NAME = "gen_ai.agent.name"
+TURN_INDEX = "demo.turn.index"
+TURN_TITLE = "demo.turn.title"
+QUERY = "demo.query"
+
+
+@dataclass(frozen=True, slots=True)
+class CallRecord:
+    """One executed tool call: when it started (seconds from the run's start) and how long."""
+
+    turn: int
+    step: int
+    name: str
+    query: str | None
+    start: float
+    seconds: float
+    ok: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnRecord:
+    """One turn: wall time and upstream requests (``None`` when not counted)."""
+
+    index: int
+    title: str
+    seconds: float
+    upstream: int | None
+
+
+@dataclass(slots=True)
+class AgentRun:
+    """Everything the loop measured in one run."""
+
+    calls: list[CallRecord] = field(default_factory=list)
+    turns: list[TurnRecord] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def searches(self) -> list[CallRecord]:
+        return [c for c in self.calls if c.name == "search_memories"]
+
+    @property
+    def errors(self) -> list[CallRecord]:
+        return [c for c in self.calls if not c.ok]
+
+    def search_latency(self, q: float) -> float:
+        """The ``q``-quantile (0..1) of per-search latency, in seconds."""
+        return percentile([c.seconds for c in self.searches], q)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """The ``q``-quantile (0..1) by linear interpolation between closest ranks; 0.0 if empty."""
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    position = (len(ordered) - 1) * q
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def supermemory_tools_executor(tools: Any) -> Executor:
+    """Run calls with ``SupermemoryTools.execute_tool_call`` (supermemory-openai-sdk).
+
+    The JSON is turned into the ``ChatCompletionMessageToolCall`` model the SDK expects, as an
+    application does with the ``tool_calls`` of a chat completion.
+    """
+    from openai.types.chat import ChatCompletionMessageToolCall
+
+    async def execute(tool_call: dict[str, Any]) -> str:
+        call = ChatCompletionMessageToolCall.model_validate(tool_call)
+        result: str = await tools.execute_tool_call(call)
+        return result
+
+    return execute
+
+
+def _outcome(content: str) -> tuple[bool, str | None]:
+    """Whether a tool result reports success (the SDK's tools never raise; they say so)."""
+    try:
+        data = json.loads(content)
+    except (TypeError, ValueError):
+        return False, "tool returned invalid JSON"
+    if isinstance(data, dict) and data.get("success") is False:
+        return False, str(data.get("error", "tool failed"))
+    return True, None
+
+
+async def run_agent(
+    script: Sequence[Turn],
+    execute: Executor,
+    *,
+    tracer: Tracer | None = None,
+    upstream: Callable[[], int] | None = None,
+    on_call: Callable[[CallRecord], None] | None = None,
+    on_turn: Callable[[TurnRecord], None] | None = None,
+    agent_name: str = "memory-demo",
+) -> AgentRun:
+    """Play ``script``: steps one after another, the calls of a step concurrently.
+
+    Args:
+        execute: runs one tool call.
+        tracer: traces turns and calls (the working memory's spans become their children).
+        upstream: returns the number of upstream requests so far, for a per-turn count.
+        on_call, on_turn: progress callbacks.
+    """
+    run = AgentRun()
+    origin = time.perf_counter()
+    call_number = 0
+
+    def span(name: str, attributes: dict[str, Any], kind: SpanKind) -> AbstractContextManager[Any]:
+        if tracer is None:
+            return nullcontext()
+        return tracer.start_as_current_span(name, kind=kind, attributes=attributes)
+
+    async def call(turn: int, step: int, tool_call: dict[str, Any]) -> None:
+        function = tool_call["function"]
+        arguments = json.loads(function["arguments"])
+        query = arguments.get("information_to_get")
+        attributes = {TOOL_NAME: function["name"], TOOL_CALL_ID: tool_call["id"]}
+        if isinstance(query, str):
+            attributes[QUERY] = query
+        with span(f"{TOOL_SPAN} {function['name']}", attributes, SpanKind.INTERNAL):
+            start = time.perf_counter()
+            try:
+                ok, error = _outcome(await execute(tool_call))
+            except Exception as exc:  # an executor that raises is reported, not fatal
+                ok, error = False, f"{type(exc).__name__}: {exc}"
+            end = time.perf_counter()
+        record = CallRecord(
+            turn=turn,
+            step=step,
+            name=function["name"],
+            query=query if isinstance(query, str) else None,
+            start=start - origin,
+            seconds=end - start,
+            ok=ok,
+            error=error,
+        )
+        run.calls.append(record)
+        if on_call is not None:
+            on_call(record)
+
+    for index, turn in enumerate(script, start=1):
+        before = upstream() if upstream is not None else None
+        attributes = {AGENT_NAME: agent_name, TURN_INDEX: index, TURN_TITLE: turn.title}
+        with span(f"{TURN_SPAN} {agent_name}", attributes, SpanKind.INTERNAL) as turn_span:
+            start = time.perf_counter()
+            for step_number, step in enumerate(turn.steps, start=1):
+                calls = []
+                for tool_call in step:
+                    call_number += 1
+                    payload = tool_call.openai_json(f"call_{index}_{call_number}")
+                    calls.append(call(index, step_number, payload))
+                await asyncio.gather(*calls)
+            seconds = time.perf_counter() - start
+            if isinstance(turn_span, Span):
+                turn_span.set_attribute("demo.turn.calls", len(turn.calls))
+        after = upstream() if upstream is not None else None
+        record = TurnRecord(
+            index=index,
+            title=turn.title,
+            seconds=seconds,
+            upstream=None if before is None or after is None else after - before,
+        )
+        run.turns.append(record)
+        if on_turn is not None:
+            on_turn(record)
+    run.seconds = time.perf_counter() - origin
+    return run
