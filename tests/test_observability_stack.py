@@ -391,75 +391,93 @@ _TELEMETRY: weakref.WeakKeyDictionary[Any, _LibraryTelemetry] = weakref.WeakKeyD
 
 
 def emit_library_metrics(meter_provider: Any, *, cached: bool = True) -> None:
-    """Record one round of memory reads the way wm_middleware's telemetry does.
+    """Drive one round of memory reads through wm_middleware and the real supermemory 3.x SDK.
 
-    Stand-in for the library: its telemetry module will replace this body. Names, units,
-    buckets and attributes follow the contract: ``wm.cache.requests`` ({request}),
-    ``wm.search.duration`` (s, sub-ms advisory buckets), observable gauges ``wm.cache.size``
-    ({entry}) and ``wm.cache.inflight`` ({request}), observable counters
-    ``wm.cache.evictions|expirations|invalidations`` ({entry}). ``cached=False`` is the
-    uncached run: every read is ``wm.cache.result="bypass"``.
+    The library records its own metrics on ``meter_provider``: a ``Runtime`` (working memory +
+    ``Telemetry`` on that provider) per provider, applied to real 3.x clients with the 3.x
+    adapter's ``wrap`` (two providers run at once here, and ``instrument()`` is one per
+    process), against one in-process emulator. A round makes hits, misses, coalesced calls,
+    an upstream error, expirations (a fake clock), evictions (a small cache) and an
+    invalidation (a write). ``cached=False`` is the uncached run: ``cache=False``, so every read
+    goes upstream and is recorded as ``wm.cache.result="bypass"``.
     """
-    state = _TELEMETRY.get(meter_provider)
+    import asyncio
+    import atexit
+    import importlib.metadata
+    import itertools
+
+    if not importlib.metadata.version("supermemory").startswith("3."):
+        pytest.skip("drives the supermemory 3.x SDK")
+    import supermemory
+
+    from wm_middleware import WorkingMemory
+    from wm_middleware._adapters import sdk3
+    from wm_middleware._callpath import Runtime
+    from wm_middleware._telemetry import Telemetry
+    from wm_middleware.emulator import EmulatorServer
+
+    shared: dict[str, Any] = emit_library_metrics.__dict__.setdefault("shared", {})
+    if "server" not in shared:  # one emulator for every provider, each its own tenant
+        server = EmulatorServer(seed=7).start()
+        atexit.register(server.stop)
+        shared["server"] = server
+        shared["states"] = weakref.WeakKeyDictionary()
+        shared["tenants"] = itertools.count()
+    server = shared["server"]
+    state = shared["states"].get(meter_provider)
     if state is None:
-        from opentelemetry.metrics import CallbackOptions, Observation
-
-        meter = meter_provider.get_meter("wm_middleware")
-
-        def observe(field: str) -> Callable[[CallbackOptions], Iterable[Observation]]:
-            def callback(_options: CallbackOptions) -> Iterable[Observation]:
-                yield Observation(getattr(_TELEMETRY[meter_provider], field))
-
-            return callback
-
-        state = _LibraryTelemetry(
-            requests=meter.create_counter(
-                "wm.cache.requests", unit="{request}", description="Memory reads by cache result."
-            ),
-            duration=meter.create_histogram(
-                "wm.search.duration",
-                unit="s",
-                description="Duration of memory reads as seen by the caller.",
-                explicit_bucket_boundaries_advisory=list(SEARCH_DURATION_BUCKETS),
-            ),
-            rng=random.Random(7),
+        api_key = f"sk-observability-{next(shared['tenants'])}"
+        server.seed(
+            api_key, ["User has a severe peanut allergy", "User likes tea"], container_tag="u1"
         )
-        _TELEMETRY[meter_provider] = state
-        meter.create_observable_gauge(
-            "wm.cache.size", [observe("size")], unit="{entry}", description="Cached entries."
+        now = [0.0]
+        memory: WorkingMemory[Any] = WorkingMemory(max_entries=4, ttl=60.0, clock=lambda: now[0])
+        runtime = Runtime(memory, Telemetry(None, meter_provider), cache=cached)
+        client = supermemory.Supermemory(api_key=api_key, base_url=server.base_url, max_retries=0)
+        state = {
+            "key": api_key,
+            "now": now,
+            "runtime": runtime,
+            "client": sdk3.wrap(client, runtime),
+            "round": itertools.count(),
+        }
+        shared["states"][meter_provider] = state
+    n = next(state["round"])
+    state["now"][0] += 61.0  # last round's entries expire: found expired below
+    client = state["client"]
+    reads: Iterable[Callable[[str], Any]] = (
+        lambda q: client.search.memories(q=q, container_tag="u1"),
+        lambda q: client.profile(container_tag="u1", q=q),
+    )
+    for read in reads:
+        for _ in range(6):
+            read("peanut")  # a miss (after an expiration), then hits
+        read(f"round {n}")  # a miss; a new key each round keeps the LRU evicting
+
+    async def coalesce() -> None:
+        async_client = supermemory.AsyncSupermemory(
+            api_key=state["key"], base_url=server.base_url, max_retries=0
         )
-        meter.create_observable_gauge(
-            "wm.cache.inflight", [observe("inflight")], unit="{request}", description="Fetches."
-        )
-        for name in ("evictions", "expirations", "invalidations"):
-            meter.create_observable_counter(
-                f"wm.cache.{name}", [observe(name)], unit="{entry}", description=f"Cache {name}."
+        wrapped = sdk3.wrap(async_client, state["runtime"])
+        try:
+            query = f"together {n}"
+            await asyncio.gather(
+                *[wrapped.search.memories(q=query, container_tag="u1") for _ in range(3)],
+                *[wrapped.profile(container_tag="u1", q=query) for _ in range(3)],
             )
+        finally:
+            await async_client.close()
 
-    rng = state.rng
-    for operation in ("search.memories", "profile"):
-        outcomes = ["hit"] * 6 + ["miss"] * 2 + ["coalesced"] * 2 if cached else ["bypass"] * 10
-        for result in outcomes:
-            attributes: dict[str, str] = {
-                "wm.cache.result": result,
-                "supermemory.operation": operation,
-            }
-            if result == "hit":
-                seconds = rng.uniform(0.00004, 0.0004)
-            else:
-                seconds = rng.uniform(0.04, 0.4)
-                if rng.random() < 0.05:
-                    attributes["error.type"] = "APITimeoutError"
-            state.requests.add(
-                1, {k: attributes[k] for k in ("wm.cache.result", "supermemory.operation")}
-            )
-            state.duration.record(seconds, attributes)
-    if cached:
-        state.size = min(state.size + 2, 100)
-        state.inflight = rng.randint(0, 3)
-        state.evictions += 1
-        state.expirations += 1
-        state.invalidations += rng.randint(0, 1)
+    asyncio.run(coalesce())  # per operation: one miss (leader) + two coalesced
+    server.fail_next(1, 500, path="/v4/search", method="POST")
+    try:
+        client.search.memories(q=f"failing {n}", container_tag="u1")
+    except supermemory.InternalServerError:
+        pass  # recorded with error.type
+    client.add(content=f"note {n}", container_tag="u1")  # invalidates u1's entries
+
+
+_EMIT_LOCK = threading.Lock()
 
 
 def _free_port() -> int:
@@ -493,11 +511,17 @@ def _start_exporter(job: str, *, cached: bool) -> _Exporter:
     server, thread = prometheus_client.start_http_server(0, addr="127.0.0.1", registry=registry)
     done = threading.Event()
 
-    def drive() -> None:  # keep counters moving so rate() is non-zero
-        while not done.wait(0.2):
+    def emit() -> None:
+        # One at a time: the two runs share the emulator, and one run's injected 500 must not
+        # reach the other's request.
+        with _EMIT_LOCK:
             emit_library_metrics(provider, cached=cached)
 
-    emit_library_metrics(provider, cached=cached)
+    def drive() -> None:  # keep counters moving so rate() is non-zero
+        while not done.wait(0.2):
+            emit()
+
+    emit()
     driver = threading.Thread(target=drive, name=f"emit-{job}", daemon=True)
     driver.start()
 

@@ -25,7 +25,7 @@ from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import SpanKind
 
 from ._cache import MISSING, WorkingMemory
-from ._telemetry import INVALIDATED, Telemetry
+from ._telemetry import INVALIDATED, Telemetry, error_type
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 
@@ -95,7 +95,7 @@ class Runtime:
         if _HANDLING.get():
             return fetch()
         if not self.cache or not is_instrumentation_enabled():
-            return self.bypass(read.operation, read.server, fetch, read.query)
+            return self.bypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
 
@@ -133,7 +133,7 @@ class Runtime:
         if _HANDLING.get():
             return await fetch()
         if not self.cache or not is_instrumentation_enabled():
-            return await self.abypass(read.operation, read.server, fetch, read.query)
+            return await self.abypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
 
@@ -190,9 +190,7 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count("miss", operation)
         telemetry.fail(span, error, "miss")
-        telemetry.record_duration(
-            time.perf_counter() - start, "miss", operation, type(error).__qualname__
-        )
+        telemetry.record_duration(time.perf_counter() - start, "miss", operation, error_type(error))
 
     # -- calls that must not be cached ---------------------------------------------------------
     def bypass(
@@ -201,6 +199,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], T],
         query: str | None = None,
+        count: Callable[[Any], int | None] = _no_count,
     ) -> T:
         """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed."""
         if _HANDLING.get():
@@ -221,12 +220,12 @@ class Runtime:
             except BaseException as error:
                 telemetry.fail(span, error, "bypass")
                 telemetry.record_duration(
-                    time.perf_counter() - start, "bypass", operation, type(error).__qualname__
+                    time.perf_counter() - start, "bypass", operation, error_type(error)
                 )
                 raise
             finally:
                 _HANDLING.reset(token)
-            telemetry.end_read(span, "bypass", None, None)
+            telemetry.end_read(span, "bypass", count(value), None)
         telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
         return value
 
@@ -236,6 +235,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], Awaitable[T]],
         query: str | None = None,
+        count: Callable[[Any], int | None] = _no_count,
     ) -> T:
         """Async :meth:`bypass`."""
         if _HANDLING.get():
@@ -256,12 +256,12 @@ class Runtime:
             except BaseException as error:
                 telemetry.fail(span, error, "bypass")
                 telemetry.record_duration(
-                    time.perf_counter() - start, "bypass", operation, type(error).__qualname__
+                    time.perf_counter() - start, "bypass", operation, error_type(error)
                 )
                 raise
             finally:
                 _HANDLING.reset(token)
-            telemetry.end_read(span, "bypass", None, None)
+            telemetry.end_read(span, "bypass", count(value), None)
         telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
         return value
 
@@ -273,6 +273,11 @@ class Runtime:
         but this layer's memory may hold the same entries, so it still drops them.
         """
         if _HANDLING.get():
+            try:
+                return call()
+            finally:
+                self.memory.invalidate_scope(*write.scopes)
+        if not is_instrumentation_enabled():
             try:
                 return call()
             finally:
@@ -291,6 +296,11 @@ class Runtime:
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
         if _HANDLING.get():
+            try:
+                return await call()
+            finally:
+                self.memory.invalidate_scope(*write.scopes)
+        if not is_instrumentation_enabled():
             try:
                 return await call()
             finally:

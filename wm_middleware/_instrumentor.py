@@ -216,10 +216,20 @@ def instrument(
     for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
-    if otlp_endpoint is not None or os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+    if otlp_endpoint is not None:
         from ._otlp import configure_otlp
 
         configure_otlp(otlp_endpoint)
+    elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+        from ._otlp import configure_otlp
+
+        try:
+            configure_otlp()
+        except ImportError:  # the variable may be meant for another SDK: never fail for it
+            logger.warning(
+                "wm_middleware: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is "
+                "not installed; not exporting"
+            )
     instrumentor.instrument(
         skip_dep_check=True,  # patch what is there; never refuse because one library is missing
         working_memory=memory,

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import atexit
 import logging
-import os
 from typing import Any
 
 from opentelemetry import metrics, trace
@@ -61,9 +59,9 @@ def configure_otlp(endpoint: str | None = None, *, export_interval: float = 5.0)
         ) from error
 
     tracer_set, meter_set = _sdk_configured()
-    resource = Resource.create(
-        {} if os.environ.get("OTEL_SERVICE_NAME") else {"service.name": "wm-middleware-app"}
-    )
+    resource = Resource.create({})
+    if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
+        resource = resource.merge(Resource({"service.name": "wm-middleware-app"}))
     if tracer_set:
         tracer_provider: Any = trace.get_tracer_provider()
         logger.info("wm_middleware: keeping the application's tracer provider")
@@ -73,8 +71,7 @@ def configure_otlp(endpoint: str | None = None, *, export_interval: float = 5.0)
         )
         tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(BatchSpanProcessor(span_exporter))
-        trace.set_tracer_provider(tracer_provider)
-        atexit.register(tracer_provider.shutdown)
+        trace.set_tracer_provider(tracer_provider)  # shut down (flushed) at exit by the SDK
     if meter_set:
         meter_provider: Any = metrics.get_meter_provider()
         logger.info("wm_middleware: keeping the application's meter provider")
@@ -87,5 +84,4 @@ def configure_otlp(endpoint: str | None = None, *, export_interval: float = 5.0)
         )
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
         metrics.set_meter_provider(meter_provider)
-        atexit.register(meter_provider.shutdown)
     return tracer_provider, meter_provider

@@ -1,0 +1,242 @@
+"""Cost of a cache hit through the real supermemory 3.x SDK, with and without telemetry.
+
+Run from the repository root (supermemory 3.x installed)::
+
+    python benchmarks/bench_sdk.py            # full run
+    python benchmarks/bench_sdk.py --quick    # smoke test: fewer rounds, same rows
+    python benchmarks/bench_sdk.py --json results.json
+
+Every call is ``client.search.memories(q=..., container_tag=...)`` of a real ``Supermemory``
+client against the emulator served in this process with no added latency, so the round trip
+is the cheapest one possible (loopback HTTP, uvicorn in a thread): the hit ratios are upper
+bounds of what a real network gives.
+
+Rows: (1) uninstrumented round trip (the baseline); (2) a hit under ``instrument()`` with no SDK
+providers (the API's no-op tracer and meter); (3) a hit with SDK providers and a span per hit
+(TracerProvider + BatchSpanProcessor to a no-op exporter, MeterProvider with a reader); (4) the
+same providers with ``trace_hits=False``. Goals: (2) <= 0.5x (1); (4) <= 1.10x (2).
+
+Method as in bench_core.py: each sample is a tight loop of the one call with the garbage
+collector off; candidates are interleaved, every round running each once in a rotated order;
+a figure is the median over rounds. ``instrument()`` is one per process, so each sample
+instruments (untimed, then one untimed miss fills the cache) and uninstruments after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
+
+import supermemory
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+import wm_middleware
+from wm_middleware.emulator import EmulatorServer
+
+API_KEY: Final = "sk-bench"
+TAG: Final = "user-1"
+QUERY: Final = "what does the user prefer for breakfast"
+
+
+@dataclass(frozen=True)
+class Config:
+    rounds: int
+    sample_ns: int  # target duration of one timed sample
+
+
+FULL: Final = Config(rounds=21, sample_ns=300_000_000)
+QUICK: Final = Config(rounds=5, sample_ns=50_000_000)
+
+
+@dataclass
+class Row:
+    section: str
+    label: str
+    value: float
+    unit: str
+    ratio: float | None = None
+    goal: float | None = None
+    note: str = ""
+
+    @property
+    def result(self) -> str:
+        if self.goal is None or self.ratio is None:
+            return ""
+        return "PASS" if self.ratio <= self.goal else "MISS"
+
+
+class NoOpExporter(SpanExporter):
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        return SpanExportResult.SUCCESS
+
+
+@dataclass
+class Candidate:
+    """How to set up one row's sample: ``instrument`` options, or ``None`` for uninstrumented."""
+
+    options: dict[str, Any] | None
+
+
+def _search(client: supermemory.Supermemory) -> Any:
+    return client.search.memories(q=QUERY, container_tag=TAG)
+
+
+def _loop(client: supermemory.Supermemory, count: int) -> float:
+    """Nanoseconds per call of ``count`` searches."""
+    search = client.search.memories
+    started = time.perf_counter_ns()
+    for _ in range(count):
+        search(q=QUERY, container_tag=TAG)
+    return (time.perf_counter_ns() - started) / count
+
+
+def _sample(client: supermemory.Supermemory, candidate: Candidate, count: int) -> float:
+    if candidate.options is not None:
+        wm_middleware.instrument(**candidate.options)
+    try:
+        _search(client)  # untimed: fills the cache (a miss) or warms the connection
+        gc.collect()
+        gc.disable()
+        try:
+            return _loop(client, count)
+        finally:
+            gc.enable()
+    finally:
+        if candidate.options is not None:
+            wm_middleware.uninstrument()
+
+
+def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(NoOpExporter()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    sdk = {"tracer_provider": tracer_provider, "meter_provider": meter_provider}
+    candidates = {
+        "round_trip": Candidate(None),
+        "hit": Candidate({}),
+        "hit_spans": Candidate(dict(sdk)),
+        "hit_no_spans": Candidate({**sdk, "trace_hits": False}),
+    }
+    client = supermemory.Supermemory(api_key=API_KEY, base_url=server.base_url, max_retries=0)
+    before = server.count("POST", "/v4/search")
+    counts = {
+        name: max(20, int(cfg.sample_ns / max(_sample(client, c, 20), 1.0)))
+        for name, c in candidates.items()
+    }
+    names = list(candidates)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    upstream: dict[str, int] = dict.fromkeys(names, 0)
+    for round_ in range(cfg.rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            seen = server.count("POST", "/v4/search")
+            samples[name].append(_sample(client, candidates[name], counts[name]))
+            upstream[name] += server.count("POST", "/v4/search") - seen
+    # Every instrumented sample made exactly one upstream call (its untimed miss): hits only.
+    for name in ("hit", "hit_spans", "hit_no_spans"):
+        assert upstream[name] == cfg.rounds, (name, upstream[name])
+    assert server.count("POST", "/v4/search") > before
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+    med = {name: statistics.median(values) for name, values in samples.items()}
+    base = med["round_trip"]
+    section = "SDK 3.x client.search.memories, in-process emulator, zero latency"
+    rows = [
+        Row(section, "(1) uninstrumented round trip (baseline)", base, "ns", 1.0),
+        Row(section, "(2) hit, instrument(), no SDK providers", med["hit"], "ns",
+            med["hit"] / base, 0.5),
+        Row(section, "(3) hit, SDK providers, span per hit", med["hit_spans"], "ns",
+            med["hit_spans"] / base, note="info"),
+        Row(section, "(4) hit, SDK providers, trace_hits=False", med["hit_no_spans"], "ns",
+            med["hit_no_spans"] / base, note="info"),
+    ]  # fmt: skip
+    versus = "telemetry cost: (4) vs (2), (3) vs (2)"
+    rows += [
+        Row(versus, "(4) / (2): SDK metrics, no hit spans", med["hit_no_spans"], "ns",
+            med["hit_no_spans"] / med["hit"], 1.10),
+        Row(versus, "(3) / (2): SDK metrics and a span per hit", med["hit_spans"], "ns",
+            med["hit_spans"] / med["hit"], note="info"),
+    ]  # fmt: skip
+    return rows
+
+
+def _format_rows(rows: list[Row]) -> str:
+    lines: list[str] = []
+    header = f"{'':48} {'measured':>13} {'ratio':>8} {'goal':>8}  result  note"
+    section = ""
+    for row in rows:
+        if row.section != section:
+            section = row.section
+            lines += ["", section, header]
+        measured = f"{row.value:,.0f} {row.unit}"
+        ratio = "" if row.ratio is None else f"{row.ratio:.3f}x"
+        goal = "" if row.goal is None else f"<= {row.goal:g}x"
+        lines.append(
+            f"  {row.label:<46} {measured:>13} {ratio:>8} {goal:>8}  {row.result:<6}  {row.note}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke test")
+    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
+    args = parser.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    if not supermemory.__version__.startswith("3."):
+        print(f"bench_sdk needs supermemory 3.x, found {supermemory.__version__}")
+        return 2
+    for name in (
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    ):
+        os.environ.pop(name, None)
+    print(
+        f"wm_middleware bench_sdk: Python {platform.python_version()}, {platform.machine()}, "
+        f"{os.cpu_count()} CPUs, supermemory {supermemory.__version__}, "
+        f"{'quick' if args.quick else 'full'} run; median over {cfg.rounds} interleaved rounds"
+    )
+    started = time.perf_counter()
+    with EmulatorServer(seed=1) as server:
+        server.seed(
+            API_KEY, ["User eats porridge for breakfast", "User likes tea"], container_tag=TAG
+        )
+        rows = bench(cfg, server)
+    elapsed = time.perf_counter() - started
+    print(_format_rows(rows))
+    missed = [row for row in rows if row.result == "MISS"]
+    print(
+        f"\n{sum(row.result == 'PASS' for row in rows)} goals met, {len(missed)} missed"
+        f" ({elapsed:.0f} s)"
+    )
+    if args.json is not None:
+        payload = {
+            "python": platform.python_version(),
+            "cpus": os.cpu_count(),
+            "quick": args.quick,
+            "config": asdict(cfg),
+            "seconds": round(elapsed, 1),
+            "rows": [asdict(row) | {"result": row.result} for row in rows],
+        }
+        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    return 0  # a missed goal is a finding, not a failure of the program
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""Shared fixtures of the telemetry tests: real SDK providers with in-memory exporters.
+
+Every test gets its own ``TracerProvider`` (``InMemorySpanExporter`` behind a
+``SimpleSpanProcessor``) and ``MeterProvider`` (``InMemoryMetricReader``); nothing global is set
+in this process. Tests that need global providers run in a subprocess (see test_otlp.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader, MetricsData
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+import wm_middleware
+from wm_middleware import WorkingMemory
+from wm_middleware._callpath import Read, Runtime, Write
+from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, Telemetry
+
+SERVER = ("memory.example", 8443)
+
+
+@dataclass
+class Otel:
+    """One test's providers and what they exported."""
+
+    tracer_provider: TracerProvider
+    meter_provider: MeterProvider
+    exporter: InMemorySpanExporter
+    reader: InMemoryMetricReader
+    _last: MetricsData | None = field(default=None, repr=False)
+
+    def spans(self, name: str | None = None) -> list[ReadableSpan]:
+        """Finished spans, oldest first, optionally only those called ``name``."""
+        found = list(self.exporter.get_finished_spans())
+        return [s for s in found if name is None or s.name == name]
+
+    def reads(self) -> list[ReadableSpan]:
+        return self.spans("search_memory")
+
+    def collect(self) -> MetricsData | None:
+        """Run a collection (observable callbacks included) and keep its result."""
+        self._last = self.reader.get_metrics_data()
+        return self._last
+
+    def metrics(self) -> dict[str, Any]:
+        """``{instrument name: Metric}`` of one fresh collection."""
+        data = self.collect()
+        found: dict[str, Any] = {}
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    found[metric.name] = metric
+        return found
+
+    def points(self, name: str) -> list[Any]:
+        metric = self.metrics().get(name)
+        return [] if metric is None else list(metric.data.data_points)
+
+    def requests(self) -> dict[tuple[str, str], int]:
+        """``wm.cache.requests`` as ``{(result, operation): count}``."""
+        return {
+            (p.attributes["wm.cache.result"], p.attributes["supermemory.operation"]): p.value
+            for p in self.points("wm.cache.requests")
+        }
+
+    def durations(self) -> dict[tuple[Any, ...], int]:
+        """``wm.search.duration`` point counts by sorted attribute items."""
+        return {
+            tuple(sorted(p.attributes.items())): p.count for p in self.points("wm.search.duration")
+        }
+
+    def exported_text(self) -> str:
+        """Everything exported so far (spans and one metrics collection) as JSON text."""
+        spans = [json.loads(s.to_json()) for s in self.spans()]
+        data = self.collect()
+        return json.dumps(spans) + (data.to_json() if data else "")
+
+
+@pytest.fixture
+def otel() -> Iterator[Otel]:
+    exporter = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
+    reader = InMemoryMetricReader()
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Otel(tracer_provider, meter_provider, exporter, reader)
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+
+
+@pytest.fixture(autouse=True)
+def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No content capture, no OTLP endpoint, nothing instrumented, unless a test says so."""
+    for name in (
+        CAPTURE_CONTENT_ENV,
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT",
+        "OTEL_SERVICE_NAME",
+        "OTEL_RESOURCE_ATTRIBUTES",
+    ):
+        monkeypatch.delenv(name, raising=False)
+    _uninstrument()
+    yield
+    _uninstrument()
+
+
+def _uninstrument() -> None:
+    if wm_middleware.WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry:
+        wm_middleware.uninstrument()
+
+
+def make_runtime(
+    otel: Otel | None,
+    *,
+    cache: bool = True,
+    trace_hits: bool = True,
+    max_entries: int = 100,
+    memory: WorkingMemory[Any] | None = None,
+) -> Runtime:
+    telemetry = Telemetry(
+        otel.tracer_provider if otel else None,
+        otel.meter_provider if otel else None,
+        trace_hits=trace_hits,
+    )
+    if memory is None:
+        memory = WorkingMemory(max_entries=max_entries, ttl=3600.0)
+    return Runtime(memory, telemetry, cache=cache)
+
+
+def make_read(
+    query: str = "what does the user eat",
+    tag: str = "user-1",
+    *,
+    operation: str = "search.memories",
+    tenant: str = "tenant-a",
+) -> Read:
+    """A read whose value is a list of records, copied per caller."""
+    return Read(
+        operation=operation,
+        key=("test", tenant, operation, query, tag),
+        scopes=((tenant,), (tenant, tag)),
+        server=SERVER,
+        query=query,
+        encode=tuple,
+        decode=list,
+        count=len,
+    )
+
+
+def make_write(tag: str = "user-1", *, tenant: str = "tenant-a", deletes: bool = False) -> Write:
+    return Write("documents.add", ((tenant, tag),), SERVER, deletes=deletes)
+
+
+async def until(condition: Callable[[], bool]) -> None:
+    """Yield to the event loop until ``condition`` holds (a state, not a duration)."""
+    for _ in range(200_000):
+        if condition():
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("condition never held")

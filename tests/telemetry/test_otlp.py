@@ -1,0 +1,307 @@
+"""One call to see it in Jaeger: OTLP/HTTP export, checked over the wire.
+
+A loopback OTLP/HTTP receiver (``http.server`` on 127.0.0.1) decodes what arrives with
+opentelemetry-proto. Global providers can be set once per process, so each case runs a small
+program in a subprocess: it instruments, calls the emulator started here, and exits. Nothing
+forces an export before exit (batch delay and metric interval are seconds away), so what the
+receiver gets proves the flush at exit.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otlp extra")
+pytest.importorskip("supermemory")
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+    ExportTraceServiceRequest,
+    ExportTraceServiceResponse,
+)
+from opentelemetry.proto.common.v1.common_pb2 import KeyValue
+
+from wm_middleware.emulator import EmulatorServer
+
+REPO = Path(__file__).resolve().parents[2]
+API_KEY = "sk-otlp-KEY-MARKER-9d1e"
+TAG = "user-1"
+
+# The program under test. ``WM_TEST_MODE``: "endpoint" passes otlp_endpoint=; "env" relies on
+# OTEL_EXPORTER_OTLP_ENDPOINT; "app" configures its own SDK providers first.
+PROGRAM = textwrap.dedent(
+    """
+    import json, os, sys
+    sys.path.insert(0, os.environ["WM_TEST_REPO"])
+    mode = os.environ["WM_TEST_MODE"]
+    app = None
+    if mode == "app":
+        from opentelemetry import metrics, trace
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+        exporter, reader = InMemorySpanExporter(), InMemoryMetricReader()
+        app = TracerProvider()
+        app.add_span_processor(SimpleSpanProcessor(exporter))
+        app_meter = MeterProvider(metric_readers=[reader])
+        trace.set_tracer_provider(app)
+        metrics.set_meter_provider(app_meter)
+    if mode == "no-extra":
+        for name in ("opentelemetry.exporter.otlp.proto.http.trace_exporter",
+                     "opentelemetry.exporter.otlp.proto.http.metric_exporter"):
+            sys.modules[name] = None  # as if the otlp extra were not installed
+    import supermemory
+    import wm_middleware
+    from opentelemetry import metrics, trace
+    if mode == "endpoint":
+        wm_middleware.instrument(otlp_endpoint=os.environ["WM_TEST_ENDPOINT"])
+    else:
+        wm_middleware.instrument()
+    client = supermemory.Supermemory(
+        api_key=os.environ["WM_TEST_KEY"], base_url=os.environ["WM_TEST_BASE_URL"], max_retries=0
+    )
+    for _ in range(3):
+        client.search.memories(q="peanut", container_tag="user-1")
+    client.profile(container_tag="user-1")
+    report = {
+        "tracer_provider": type(trace.get_tracer_provider()).__module__,
+        "meter_provider": type(metrics.get_meter_provider()).__module__,
+    }
+    if app is not None:
+        report["kept"] = trace.get_tracer_provider() is app and (
+            metrics.get_meter_provider() is app_meter
+        )
+        report["app_spans"] = [dict(s.attributes) for s in exporter.get_finished_spans()]
+    print(json.dumps(report))
+    """
+)
+
+
+@dataclass
+class Received:
+    spans: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, list[Any]] = field(default_factory=dict)  # name -> [(metric, resource)]
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    paths: list[str] = field(default_factory=list)
+    raw: bytes = b""
+
+
+def _value(any_value: Any) -> Any:
+    kind = any_value.WhichOneof("value")
+    return getattr(any_value, kind) if kind else None
+
+
+def _attrs(items: list[KeyValue] | Any) -> dict[str, Any]:
+    return {kv.key: _value(kv.value) for kv in items}
+
+
+class _Receiver(ThreadingHTTPServer):
+    received: Received
+    lock: threading.Lock
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server: _Receiver
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        if self.headers.get("Content-Encoding") == "gzip":
+            body = gzip.decompress(body)
+        got = self.server.received
+        with self.server.lock:
+            got.paths.append(self.path)
+            got.raw += body
+            if self.path == "/v1/traces":
+                request = ExportTraceServiceRequest.FromString(body)
+                for resource_spans in request.resource_spans:
+                    got.resources.append(_attrs(resource_spans.resource.attributes))
+                    for scope in resource_spans.scope_spans:
+                        for span in scope.spans:
+                            got.spans.append({"name": span.name, **_attrs(span.attributes)})
+                answer = ExportTraceServiceResponse().SerializeToString()
+            elif self.path == "/v1/metrics":
+                metrics_request = ExportMetricsServiceRequest.FromString(body)
+                for resource_metrics in metrics_request.resource_metrics:
+                    resource = _attrs(resource_metrics.resource.attributes)
+                    got.resources.append(resource)
+                    for scope in resource_metrics.scope_metrics:
+                        for metric in scope.metrics:
+                            got.metrics.setdefault(metric.name, []).append(metric)
+                answer = ExportMetricsServiceResponse().SerializeToString()
+            else:
+                self.send_response(404)
+                self.end_headers()
+                return
+        self.send_response(200)
+        self.send_header("Content-Type", "application/x-protobuf")
+        self.send_header("Content-Length", str(len(answer)))
+        self.end_headers()
+        self.wfile.write(answer)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def receiver() -> Iterator[tuple[str, Received]]:
+    server = _Receiver(("127.0.0.1", 0), _Handler)
+    server.received = Received()
+    server.lock = threading.Lock()
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", server.received
+    server.shutdown()
+    server.server_close()
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def emulator() -> Iterator[EmulatorServer]:
+    with EmulatorServer(seed=5) as running:
+        running.seed(API_KEY, ["User has a severe peanut allergy"], container_tag=TAG)
+        yield running
+
+
+def run_program(emulator: EmulatorServer, mode: str, **env: str) -> dict[str, Any]:
+    environment = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("OTEL_", "WM_MIDDLEWARE_"))
+    }
+    environment.update(
+        WM_TEST_REPO=str(REPO),
+        WM_TEST_MODE=mode,
+        WM_TEST_KEY=API_KEY,
+        WM_TEST_BASE_URL=emulator.base_url,
+        **env,
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", PROGRAM],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return report
+
+
+def _points(received: Received, name: str) -> list[Any]:
+    points = []
+    for metric in received.metrics.get(name, []):
+        data = getattr(metric, metric.WhichOneof("data"))
+        points.extend(data.data_points)
+    return points
+
+
+def _check_export(received: Received, service: str) -> None:
+    reads = [s for s in received.spans if s["name"] == "search_memory"]
+    assert [(s["supermemory.operation"], s["wm.cache.result"]) for s in reads] == [
+        ("search.memories", "miss"),
+        ("search.memories", "hit"),
+        ("search.memories", "hit"),
+        ("profile", "miss"),
+    ]
+    for span in reads:
+        assert span["gen_ai.operation.name"] == "search_memory"
+        assert span["gen_ai.provider.name"] == "supermemory"
+        assert span["server.address"] == "127.0.0.1"
+    requests = {
+        (_attrs(p.attributes)["wm.cache.result"], _attrs(p.attributes)["supermemory.operation"]): (
+            p.as_int
+        )
+        for p in _points(received, "wm.cache.requests")
+    }
+    assert requests == {
+        ("miss", "search.memories"): 1,
+        ("hit", "search.memories"): 2,
+        ("miss", "profile"): 1,
+    }
+    durations = _points(received, "wm.search.duration")
+    assert durations
+    assert list(durations[0].explicit_bounds)[:2] == [0.00005, 0.0001]
+    assert {"wm.cache.size", "wm.cache.evictions", "wm.cache.invalidations"} <= set(
+        received.metrics
+    )
+    assert {r.get("service.name") for r in received.resources} == {service}
+    assert b"KEY-MARKER" not in received.raw
+    assert b"peanut" not in received.raw  # the query is not exported by default
+
+
+def test_instrument_with_otlp_endpoint_exports_spans_and_metrics_flushed_at_exit(
+    emulator: EmulatorServer, receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = receiver
+    report = run_program(
+        emulator, "endpoint", WM_TEST_ENDPOINT=endpoint, OTEL_SERVICE_NAME="agent-under-test"
+    )
+    assert report["tracer_provider"].startswith("opentelemetry.sdk")
+    assert report["meter_provider"].startswith("opentelemetry.sdk")
+    assert set(received.paths) == {"/v1/traces", "/v1/metrics"}
+    _check_export(received, "agent-under-test")
+
+
+def test_otlp_endpoint_variable_alone_installs_the_exporters(
+    emulator: EmulatorServer, receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = receiver
+    run_program(
+        emulator, "env", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="agent-from-env"
+    )
+    _check_export(received, "agent-from-env")
+
+
+def test_service_name_from_otel_resource_attributes_is_honoured(
+    emulator: EmulatorServer, receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = receiver
+    run_program(
+        emulator,
+        "endpoint",
+        WM_TEST_ENDPOINT=endpoint,
+        OTEL_RESOURCE_ATTRIBUTES="service.name=agent-from-attributes,team=memory",
+    )
+    assert {r.get("service.name") for r in received.resources} == {"agent-from-attributes"}
+    assert {r.get("team") for r in received.resources} == {"memory"}
+
+
+def test_an_app_that_configured_its_own_providers_keeps_them(
+    emulator: EmulatorServer, receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = receiver
+    report = run_program(emulator, "app", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    assert report["kept"] is True
+    # instrument() without providers used the global (the app's) ones...
+    results = [s["wm.cache.result"] for s in report["app_spans"]]
+    assert results == ["miss", "hit", "hit", "miss"]
+    # ...and exported nothing on its own.
+    assert received.paths == []
+
+
+def test_otlp_variable_without_the_otlp_extra_does_not_break_instrument(
+    emulator: EmulatorServer, receiver: tuple[str, Received]
+) -> None:
+    """An OTLP endpoint set for some other SDK must not make ``instrument()`` raise."""
+    endpoint, received = receiver
+    report = run_program(emulator, "no-extra", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
+    assert not report["tracer_provider"].startswith("opentelemetry.sdk")
+    assert received.paths == []

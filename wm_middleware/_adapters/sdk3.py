@@ -1,0 +1,449 @@
+"""supermemory 3.x (Stainless): every call passes ``(Sync|Async)APIClient.request``.
+
+Why ``request`` and nothing above it: resources copy ``client.post``/``get``/... into themselves
+when first built, and the raw/streaming wrappers copy bound resource methods, so a patch on
+``post`` or on a resource method misses calls made through objects built before the patch.
+``request`` is looked up on the class at call time by every one of them, and it holds the SDK's
+retry loop, so one wrapper call is one logical request (retries included).
+
+Each call is classified by (HTTP method, path) before the wrapped function runs (it pops headers):
+
+* cacheable reads (``search.memories``, ``search.execute``, ``search.documents``, ``profile``,
+  ``documents.list``) go through ``Runtime.read``; the cached value is the response's
+  ``to_dict(mode="json")`` frozen as JSON text, rebuilt per caller with the SDK's own
+  ``construct_type`` (``validate_type`` for a client with ``_strict_response_validation``);
+* raw and streaming responses of those reads (``X-Stainless-Raw-Response``) are observed but
+  never cached;
+* writes invalidate the container tags they name (``batch_add``: every item's too), or the whole
+  tenant when they name none or could move a document between tags;
+* everything else (status polls, POST reads of connections) passes through untouched.
+
+A call that cannot be classified passes through: the wrapper never raises for its own reasons.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import pickle
+from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Final, Literal
+
+from .._callpath import Read, Runtime, Write, handled_outside
+from .._requests import (
+    canonical,
+    fingerprint,
+    read_scopes,
+    server_of,
+    tags_in,
+    tenant_of,
+    write_scopes,
+)
+from . import Patch, Wrapper
+
+__all__ = ["LIBRARY", "patches", "wrap"]
+
+LIBRARY: Final = "supermemory"
+
+logger = logging.getLogger(__name__)
+
+_FAMILY: Final = "sm3"
+_MODULE: Final = "supermemory._base_client"
+_RAW_HEADER: Final = "x-stainless-raw-response"  # _constants.RAW_RESPONSE_HEADER, lowercased
+_TAG_FIELDS: Final = ("containerTag", "containerTags")
+# Header values that are credentials: fingerprinted before they enter a key.
+_SECRET_HINTS: Final = ("auth", "key", "token", "secret", "cookie")
+
+# -- routing tables: (lowercase method, path or path template) -> what the call is ---------------
+_READS: Final[dict[tuple[str, str], str]] = {
+    ("post", "/v4/search"): "search.memories",
+    ("post", "/v3/search"): "search.execute",  # or search.documents: told apart by cast_to
+    ("post", "/v4/profile"): "profile",
+    ("post", "/v3/documents/list"): "documents.list",
+}
+
+# Same path and body, different method and response type: the cast_to names the operation.
+_BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
+    ("search.execute", "SearchDocumentsResponse"): "search.documents",
+    ("documents.add", "AddResponse"): "add",
+    ("connections.delete", "ConnectionDeleteByIDResponse"): "connections.delete_by_id",
+    ("connections.delete", "ConnectionDeleteByProviderResponse"): "connections.delete_by_provider",
+}
+
+# How a write names what it changes.
+#   "named": the container tags in its body; none named -> the whole tenant.
+#   "items": "named", plus every item of ``documents`` (batch_add).
+#   "tenant": always the whole tenant (no tag, or a tag that may be a document's new one).
+_Scope = Literal["named", "items", "tenant"]
+
+_WRITES: Final[dict[tuple[str, str], tuple[str, _Scope]]] = {
+    ("post", "/v3/documents"): ("documents.add", "named"),
+    ("post", "/v3/documents/batch"): ("documents.batch_add", "items"),
+    ("post", "/v3/documents/file"): ("documents.upload_file", "named"),
+    ("delete", "/v3/documents/bulk"): ("documents.delete_bulk", "named"),
+    # ``update`` may carry the document's NEW tags; the old ones are unknown here.
+    ("patch", "/v3/documents/{id}"): ("documents.update", "tenant"),
+    ("delete", "/v3/documents/{id}"): ("documents.delete", "tenant"),
+    ("delete", "/v4/memories"): ("memories.forget", "named"),
+    ("patch", "/v4/memories"): ("memories.update_memory", "named"),
+    ("patch", "/v3/settings"): ("settings.update", "tenant"),  # org-wide settings
+    ("post", "/v3/connections/{x}"): ("connections.create", "named"),
+    ("post", "/v3/connections/{x}/configure"): ("connections.configure", "tenant"),
+    ("post", "/v3/connections/{x}/import"): ("connections.import", "named"),
+    ("delete", "/v3/connections/{x}"): ("connections.delete", "named"),
+}
+
+# Reads sent with POST that are not cached (connection state changes outside this process).
+_POST_PASS: Final = frozenset(
+    {
+        "/v3/connections/list",
+        "/v3/connections/{x}/connection",
+        "/v3/connections/{x}/documents",
+    }
+)
+
+# Fixed path segments that are not ids (``/v3/documents/list`` is not ``/v3/documents/{id}``).
+_DOCUMENT_WORDS: Final = frozenset({"list", "batch", "file", "bulk", "processing"})
+
+
+def _template(path: str) -> str:
+    """``path`` with its id segment replaced, for the routes that have one."""
+    parts = path.strip("/").split("/")
+    if len(parts) == 3 and parts[:2] == ["v3", "documents"] and parts[2] not in _DOCUMENT_WORDS:
+        return "/v3/documents/{id}"
+    if len(parts) in (3, 4) and parts[:2] == ["v3", "connections"] and parts[2] != "list":
+        return "/".join(["", "v3", "connections", "{x}", *parts[3:]])
+    return path
+
+
+def _path_of(url: str) -> str:
+    if "://" in url:
+        import httpx
+
+        return httpx.URL(url).path
+    return url if url.startswith("/") else "/" + url
+
+
+@lru_cache(maxsize=64)
+def _server(base_url: str) -> tuple[str, int | None]:
+    return server_of(base_url)
+
+
+# -- what a call is --------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _Bypass:
+    """A read that is observed but never cached (raw or streaming response, odd options)."""
+
+    operation: str
+    server: tuple[str, int | None]
+    query: str | None
+
+
+_Route = Read | Write | _Bypass | None
+
+
+def _body_of(options: Any) -> dict[str, Any]:
+    """The JSON body as it goes on the wire (``extra_body`` merged over the method's body)."""
+    body: dict[str, Any] = {}
+    json_data = options.json_data
+    if isinstance(json_data, Mapping):
+        body.update(json_data)
+    extra = options.extra_json
+    if isinstance(extra, Mapping):
+        body.update(extra)
+    return body
+
+
+def _safe_headers(headers: object) -> dict[str, str] | None:
+    """Headers as key material: lowercased names, credentials fingerprinted."""
+    if not isinstance(headers, Mapping) or not headers:
+        return None
+    safe: dict[str, str] = {}
+    for name, value in headers.items():
+        lowered = str(name).lower()
+        text = str(value)
+        if any(hint in lowered for hint in _SECRET_HINTS):
+            text = fingerprint(text)
+        safe[lowered] = text
+    return safe
+
+
+def _tags_of(body: Mapping[str, Any]) -> list[str]:
+    tags = tags_in(body, *_TAG_FIELDS)
+    # upload_file sends form fields: ``containerTags`` may be a JSON array in a string.
+    return [tag for value in tags for tag in _maybe_json_list(value)]
+
+
+def _maybe_json_list(value: str) -> list[str]:
+    if value.startswith("["):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return [value]
+        if isinstance(parsed, list):
+            return [v for v in parsed if isinstance(v, str)]
+    return [value]
+
+
+def _write_tags(rule: _Scope, body: Mapping[str, Any]) -> list[str]:
+    """The tags a write changes; empty means the whole tenant."""
+    if rule == "tenant":
+        return []
+    tags = _tags_of(body)
+    if rule == "items":
+        items = body.get("documents")
+        for item in items if isinstance(items, list) else ():
+            item_tags = _tags_of(item) if isinstance(item, Mapping) else []
+            if not item_tags and not tags:
+                return []  # an item lands in the default container: drop the tenant
+            tags.extend(item_tags)
+    return tags
+
+
+def _count(value: Any) -> int | None:
+    """``gen_ai.memory.record.count`` of a read's result."""
+    for name in ("results", "memories"):
+        records = getattr(value, name, None)
+        if isinstance(records, list):
+            return len(records)
+    found = getattr(value, "search_results", None)
+    if found is not None:
+        records = getattr(found, "results", None)
+        if isinstance(records, list):
+            return len(records)
+    profile = getattr(value, "profile", None)
+    if profile is not None:
+        return sum(len(getattr(profile, name, None) or ()) for name in ("static", "dynamic"))
+    return None
+
+
+def _encode(value: Any) -> bytes:
+    """An immutable snapshot of the parsed response: the SDK's own model, pickled.
+
+    Unpickling rebuilds the identical object (same class, fields, extras and alias quirks) with
+    fresh lists and dicts, ~14x faster than re-parsing JSON with ``construct_type``. The bytes
+    never leave this process and are only ever made from objects the SDK itself built.
+    """
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _decoder(cast_to: Any, strict: bool) -> Callable[[bytes], Any]:
+    """A fresh object per caller: nothing a caller mutates can reach the next one."""
+    return pickle.loads
+
+
+def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
+    """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched."""
+    cast_to = args[0] if args else kwargs.get("cast_to")
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    if options is None:
+        return None
+    method = str(options.method).lower()
+    if method == "get":
+        return None  # status polls and GET reads: never cached, nothing to invalidate
+    path = _path_of(str(options.url))
+    cast_name = getattr(cast_to, "__name__", "")
+    headers = options.headers
+    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
+    operation = _READS.get((method, path))
+    if operation is None:
+        template = _template(path)
+        if method == "post" and template in _POST_PASS:
+            return None
+        operation, rule = _WRITES.get((method, template), ("write", "tenant"))
+        operation = _BY_CAST_TO.get((operation, cast_name), operation)
+        base_url = str(instance.base_url)
+        tenant = tenant_of(base_url, instance.api_key)
+        scopes = write_scopes(tenant, _write_tags(rule, _body_of(options)))
+        # A raw write is still a write: it runs as is and invalidates.
+        return Write(operation, scopes, _server(base_url), deletes=method == "delete")
+    operation = _BY_CAST_TO.get((operation, cast_name), operation)
+    body = _body_of(options)
+    query = body.get("q")
+    query = query if isinstance(query, str) else None
+    base_url = str(instance.base_url)
+    server = _server(base_url)
+    if raw or kwargs.get("stream") or not _is_model(cast_to):
+        return _Bypass(operation, server, query)
+    if options.files is not None or options.content is not None:
+        return _Bypass(operation, server, query)
+    if _given(options.post_parser):
+        return _Bypass(operation, server, query)
+    tenant = tenant_of(base_url, instance.api_key)
+    request: dict[str, Any] = {
+        "json": options.json_data,
+        "extra": options.extra_json,
+        "params": options.params or None,
+        "stream": False,
+        "headers": _safe_headers(headers),
+        "client_headers": _safe_headers(instance._custom_headers),
+        "client_query": instance._custom_query or None,
+    }
+    qualname = getattr(cast_to, "__qualname__", "")  # a model class: checked by _is_model
+    key: Hashable = (_FAMILY, tenant, operation, qualname, canonical(request))
+    return Read(
+        operation,
+        key,
+        read_scopes(tenant, _tags_of(body), query),
+        server,
+        query,
+        encode=_encode,
+        decode=_decoder(cast_to, bool(instance._strict_response_validation)),
+        count=_count,
+    )
+
+
+def _given(value: object) -> bool:
+    from supermemory._types import NotGiven, Omit
+
+    return value is not None and not isinstance(value, (NotGiven, Omit))
+
+
+def _is_model(cast_to: object) -> bool:
+    """True for the SDK's response models, which it parses with ``construct_type``."""
+    from supermemory._models import BaseModel
+
+    return (
+        isinstance(cast_to, type)
+        and issubclass(cast_to, BaseModel)
+        and not callable(getattr(cast_to, "build", None))  # ModelBuilderProtocol
+    )
+
+
+def _classify(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
+    try:
+        return _route(instance, args, kwargs)
+    except Exception:  # an unforeseen shape: pass it through rather than fail the caller
+        logger.debug("wm_middleware: could not classify a supermemory request", exc_info=True)
+        return None
+
+
+# -- wrappers (small factories closing over the runtime) ----------------------------------------
+def _sync_wrapper(runtime: Runtime) -> Wrapper:
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        if handled_outside():
+            return wrapped(*args, **kwargs)
+        route = _classify(instance, args, kwargs)
+        if route is None:
+            return wrapped(*args, **kwargs)
+
+        def call() -> Any:
+            return wrapped(*args, **kwargs)
+
+        if isinstance(route, Read):
+            return runtime.read(route, call)
+        if isinstance(route, Write):
+            return runtime.write(route, call)
+        return runtime.bypass(route.operation, route.server, call, route.query)
+
+    return wrapper
+
+
+def _async_wrapper(runtime: Runtime) -> Wrapper:
+    def wrapper(
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        # Returns the awaitable: ``await client.request(...)`` awaits it.
+        if handled_outside():
+            return wrapped(*args, **kwargs)
+        route = _classify(instance, args, kwargs)
+        if route is None:
+            return wrapped(*args, **kwargs)
+
+        def call() -> Any:
+            return wrapped(*args, **kwargs)
+
+        if isinstance(route, Read):
+            return runtime.aread(route, call)
+        if isinstance(route, Write):
+            return runtime.awrite(route, call)
+        return runtime.abypass(route.operation, route.server, call, route.query)
+
+    return wrapper
+
+
+# -- adapter contract ---------------------------------------------------------------------------
+def _supported() -> bool:
+    """True when ``supermemory`` is importable and is the Stainless 3.x SDK."""
+    try:
+        import supermemory
+        from supermemory import _base_client
+    except Exception:
+        return False
+    version = str(getattr(supermemory, "__version__", ""))
+    return version.startswith("3.") and all(
+        callable(getattr(getattr(_base_client, owner, None), "request", None))
+        for owner in ("SyncAPIClient", "AsyncAPIClient")
+    )
+
+
+def patches(runtime: Runtime) -> list[Patch]:
+    """The two ``request`` methods, or nothing when supermemory 3.x is not installed."""
+    if not _supported():
+        return []
+    return [
+        Patch(_MODULE, "SyncAPIClient.request", _sync_wrapper(runtime)),
+        Patch(_MODULE, "AsyncAPIClient.request", _async_wrapper(runtime)),
+    ]
+
+
+def wrap(client: object, runtime: Runtime) -> object | None:
+    """A copy of a 3.x ``Supermemory`` / ``AsyncSupermemory`` whose calls go through ``runtime``.
+
+    The copy shares ``client``'s connection pool; ``client`` is left as it was. ``copy()`` and
+    ``with_options()`` of the copy return cached copies too. ``None`` for any other object.
+    """
+    if not _supported():
+        return None
+    from supermemory import AsyncSupermemory, Supermemory
+
+    if isinstance(client, Supermemory):
+        copy: object = _install(_copy_of(client, {}), runtime, _sync_wrapper(runtime))
+        return copy
+    if isinstance(client, AsyncSupermemory):
+        copy = _install(_copy_of(client, {}), runtime, _async_wrapper(runtime))
+        return copy
+    return None
+
+
+def _copy_of(client: Any, options: dict[str, Any]) -> Any:
+    """``type(client).copy`` (never an instance override), keeping strict validation."""
+    if client._strict_response_validation:
+        extra = {"_strict_response_validation": True, **options.get("_extra_kwargs", {})}
+        options = {**options, "_extra_kwargs": extra}
+    return type(client).copy(client, **options)
+
+
+def _install(client: Any, runtime: Runtime, wrapper: Wrapper) -> Any:
+    """Route ``client``'s own calls through ``wrapper`` with instance attributes.
+
+    ``post``/``get``/``patch``/``delete`` call ``self.request``; an instance attribute shadows
+    the class's plain function. The class's ``request`` is looked up at each call, so an
+    ``instrument()`` applied or removed later is seen (and skipped as nested: this layer runs
+    first and marks the call as handled).
+    """
+    cls = type(client)
+
+    def request(*args: Any, **kwargs: Any) -> Any:
+        return wrapper(_class_request(cls).__get__(client, cls), client, args, kwargs)
+
+    def derive(**options: Any) -> Any:
+        return _install(_copy_of(client, options), runtime, wrapper)
+
+    client.request = request
+    client.copy = derive
+    client.with_options = derive
+    client.working_memory = runtime.memory
+    return client
+
+
+def _class_request(cls: type) -> Any:
+    for klass in cls.__mro__:
+        found = vars(klass).get("request")
+        if found is not None:
+            return found
+    raise AttributeError("request")  # pragma: no cover - every Stainless client has one
