@@ -1,7 +1,7 @@
 """Test sessions. The two supermemory SDK generations cannot share an environment.
 
-    nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
-    nox -s tests-sdk3    # one of them
+nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
+nox -s tests-sdk3    # one of them
 """
 
 from __future__ import annotations
