@@ -9,9 +9,8 @@ retry loop, so one wrapper call is one logical request (retries included).
 Each call is classified by (HTTP method, path) before the wrapped function runs (it pops headers):
 
 * cacheable reads (``search.memories``, ``search.execute``, ``search.documents``, ``profile``,
-  ``documents.list``) go through ``Runtime.read``; the cached value is the response's
-  ``to_dict(mode="json")`` frozen as JSON text, rebuilt per caller with the SDK's own
-  ``construct_type`` (``validate_type`` for a client with ``_strict_response_validation``);
+  ``documents.list``) go through ``Runtime.read``; the cached value is the
+  SDK's own response model, pickled, and unpickled into a fresh object per caller;
 * raw and streaming responses of those reads (``X-Stainless-Raw-Response``) are observed but
   never cached;
 * writes invalidate the container tags they name (``batch_add``: every item's too), or the whole
@@ -229,11 +228,6 @@ def _encode(value: Any) -> bytes:
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
-def _decoder(cast_to: Any, strict: bool) -> Callable[[bytes], Any]:
-    """A fresh object per caller: nothing a caller mutates can reach the next one."""
-    return pickle.loads
-
-
 def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
     """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched."""
     cast_to = args[0] if args else kwargs.get("cast_to")
@@ -290,7 +284,7 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         server,
         query,
         encode=_encode,
-        decode=_decoder(cast_to, bool(instance._strict_response_validation)),
+        decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
         count=_count,
     )
 
