@@ -412,7 +412,7 @@ def emit_library_metrics(meter_provider: Any, *, cached: bool = True) -> None:
 
     from wm_middleware import WorkingMemory
     from wm_middleware._adapters import sdk3
-    from wm_middleware._callpath import Runtime
+    from wm_middleware._runtime import Runtime
     from wm_middleware._telemetry import Telemetry
     from wm_middleware.emulator import EmulatorServer
 

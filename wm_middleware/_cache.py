@@ -2,7 +2,7 @@
 
 Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque and returned as stored.
 Client adapters keep callers from corrupting entries by storing an immutable snapshot and
-rebuilding a fresh object per call (see ``wm_middleware._callpath``), not in here.
+rebuilding a fresh object per call (see ``wm_middleware._runtime``), not in here.
 
 Concurrency model. One ``threading.Lock`` guards every structure below. The hit path does not take
 it: a hit is a dict probe, a deadline check, an ``OrderedDict.move_to_end`` and an integer

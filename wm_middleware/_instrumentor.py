@@ -24,7 +24,7 @@ from opentelemetry.trace import TracerProvider
 
 from ._adapters import ADAPTERS, Patch
 from ._cache import WorkingMemory
-from ._callpath import Runtime
+from ._runtime import Runtime
 from ._telemetry import Telemetry
 from .package import _instruments
 

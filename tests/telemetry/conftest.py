@@ -22,7 +22,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import wm_middleware
 from wm_middleware import WorkingMemory
-from wm_middleware._callpath import Read, Runtime, Write
+from wm_middleware._runtime import Read, Runtime, Write
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, Telemetry
 
 SERVER = ("memory.example", 8443)

@@ -4,7 +4,7 @@ An adapter module exposes:
 
 * ``LIBRARY``: the import name of the client library it patches (for logs);
 * ``patches(runtime) -> list[Patch]``: wrapt wrappers closing over a
-  :class:`~wm_middleware._callpath.Runtime`. It must not raise when the library is missing or of
+  :class:`~wm_middleware._runtime.Runtime`. It must not raise when the library is missing or of
   an unknown version: it returns only what it recognises;
 * ``wrap(client, runtime) -> object | None``: a client-like copy whose reads go through
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``

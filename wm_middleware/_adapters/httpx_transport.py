@@ -47,8 +47,8 @@ from urllib.parse import unquote
 import httpx
 
 from .._cache import WorkingMemory
-from .._callpath import Read, Runtime, Write, handled_outside
-from .._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
+from .._runtime import Read, Runtime, Write, handled_outside
+from ._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
 from .._telemetry import Telemetry
 from . import Patch
 

@@ -20,8 +20,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from .._callpath import Read, Runtime
-from .._requests import canonical, read_scopes, server_of, tenant_of
+from .._runtime import Read, Runtime
+from ._requests import canonical, read_scopes, server_of, tenant_of
 from . import Patch
 
 __all__ = ["LIBRARY", "patches", "wrap"]

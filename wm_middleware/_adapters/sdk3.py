@@ -30,8 +30,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final, Literal
 
-from .._callpath import Read, Runtime, Write, handled_outside
-from .._requests import (
+from .._runtime import Read, Runtime, Write, handled_outside
+from ._requests import (
     canonical,
     fingerprint,
     read_scopes,
