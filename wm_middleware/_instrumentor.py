@@ -148,12 +148,13 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Routes Supermemory reads through a :class:`WorkingMemory`, with spans and metrics.
 
     A singleton, like every ``BaseInstrumentor``; ``instrument()`` and ``uninstrument()`` may be
-    called from any thread. Settings not passed to ``instrument()`` (the ``opentelemetry-instrument``
-    loader passes none) come from ``WM_MIDDLEWARE_MAX_ENTRIES`` (int >= 1), ``WM_MIDDLEWARE_TTL``
-    (seconds > 0), ``WM_MIDDLEWARE_CACHE``, ``WM_MIDDLEWARE_TRACE_HITS`` and
-    ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only when its setting is missing
-    (``working_memory=`` covers both size and ttl). Prefer :func:`wm_middleware.instrument`,
-    which validates its arguments, raises on bad ones, and returns the working memory.
+    called from any thread. Settings not passed to ``instrument()`` (the
+    ``opentelemetry-instrument`` loader passes none) come from ``WM_MIDDLEWARE_MAX_ENTRIES``
+    (int >= 1), ``WM_MIDDLEWARE_TTL`` (seconds > 0), ``WM_MIDDLEWARE_CACHE``,
+    ``WM_MIDDLEWARE_TRACE_HITS`` and ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only
+    when its setting is missing (``working_memory=`` covers size and ttl). Prefer
+    :func:`wm_middleware.instrument`, which validates its arguments, raises on bad ones, and
+    returns the working memory.
     """
 
     _applied: list[_Applied]

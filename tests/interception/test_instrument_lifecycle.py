@@ -54,9 +54,11 @@ def _patched_attributes() -> dict[str, Any]:
             (http_client.HttpClient, ("request",)),
             (http_client.AsyncHttpClient, ("request",)),
         ]
-    return {
-        f"{owner.__qualname__}.{name}": vars(owner)[name] for owner, names in owners for name in names
-    }
+    found: dict[str, Any] = {}
+    for owner, names in owners:
+        for name in names:
+            found[f"{owner.__qualname__}.{name}"] = vars(owner)[name]
+    return found
 
 
 @pytest.fixture

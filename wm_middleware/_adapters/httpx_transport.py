@@ -48,9 +48,9 @@ import httpx
 
 from .._cache import WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
-from ._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
 from .._telemetry import Telemetry
 from . import Patch
+from ._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
 
 __all__ = [
     "LIBRARY",

@@ -21,8 +21,8 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._runtime import Read, Runtime
-from ._requests import canonical, read_scopes, server_of, tenant_of
 from . import Patch
+from ._requests import canonical, read_scopes, server_of, tenant_of
 
 __all__ = ["LIBRARY", "patches", "wrap"]
 

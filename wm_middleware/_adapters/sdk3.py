@@ -31,6 +31,7 @@ from functools import lru_cache
 from typing import Any, Final, Literal
 
 from .._runtime import Read, Runtime, Write, handled_outside
+from . import Patch, Wrapper
 from ._requests import (
     canonical,
     fingerprint,
@@ -40,7 +41,6 @@ from ._requests import (
     tenant_of,
     write_scopes,
 )
-from . import Patch, Wrapper
 
 __all__ = ["LIBRARY", "patches", "wrap"]
 

@@ -29,8 +29,8 @@ from typing import Any
 import wrapt
 
 from .._runtime import Read, Runtime, Write, handled_outside
-from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of, write_scopes
 from . import Patch
+from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of, write_scopes
 
 __all__ = ["LIBRARY", "patches", "wrap"]
 
