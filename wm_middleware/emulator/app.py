@@ -24,7 +24,7 @@ import mimetypes
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email import policy
 from email.parser import BytesParser
@@ -86,6 +86,29 @@ def _error(
 # ----------------------------------------------------------------- helpers
 
 
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _loads(data: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and numbers that overflow to them.
+
+    Python's parser accepts those by default, and Starlette's ``JSONResponse`` refuses to write
+    them: a stored NaN would turn every later answer that includes it into a 500.
+
+    Raises:
+        ValueError: not valid JSON, or a non-finite number.
+    """
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def _str(value: object) -> str | None:
     return value if isinstance(value, str) and value != "" else None
 
@@ -143,7 +166,7 @@ def _tags_v3(body: Mapping[str, Any]) -> list[str] | None:
 def _json_or_str_tags(value: object) -> list[str]:
     if isinstance(value, str) and value.strip().startswith("["):
         try:
-            return _str_list(json.loads(value))
+            return _str_list(_loads(value))
         except ValueError:
             return []
     return _str_list(value)
@@ -154,9 +177,9 @@ def _json_obj(value: object) -> dict[str, Any] | None:
         return dict(value)
     if isinstance(value, str) and value.strip():
         try:
-            parsed = json.loads(value)
-        except ValueError:
-            return None
+            parsed = _loads(value)
+        except ValueError as error:
+            raise ApiError(400, "Invalid request", f"metadata is not valid JSON: {error}") from None
         return dict(parsed) if isinstance(parsed, Mapping) else None
     return None
 
@@ -1613,6 +1636,22 @@ def _fault_response(decision: FaultDecision) -> Response:
     return JSONResponse(body, status_code=status, headers=decision.response_headers())
 
 
+async def _control_body(request: Request) -> dict[str, Any]:
+    """The JSON object a control request sends (``{}`` when empty).
+
+    Raises:
+        ApiError: 400 for invalid JSON, a non-finite number, or anything but an object.
+    """
+    raw = await request.body()
+    try:
+        data = _loads(raw) if raw.strip() else {}
+    except ValueError as error:
+        raise ApiError(400, "Invalid request", f"Body is not valid JSON: {error}") from None
+    if not isinstance(data, Mapping):
+        raise ApiError(400, "Invalid request", "Body must be a JSON object")
+    return dict(data)
+
+
 def _control_routes(emulator: Emulator) -> list[Route]:
     async def stats(request: Request) -> Response:
         return JSONResponse(emulator.stats())
@@ -1621,7 +1660,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True})
 
     async def reset(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         emulator.reset(
             data=data.get("data", True) is not False,
             counts=data.get("counts", True) is not False,
@@ -1630,7 +1669,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True})
 
     async def seed(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         key = _str(data.get("apiKey"))
         if key is None:
             return _error(400, "Invalid request", "apiKey is required")
@@ -1646,7 +1685,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         if request.method == "DELETE":
             emulator.clear_faults()
             return JSONResponse({"ok": True})
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         if "errorRate" in data:
             emulator.set_error_rate(
                 _float(data.get("errorRate"), 0.0),
@@ -1674,7 +1713,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True, "pending": len(emulator.faults.pending)})
 
     async def latency(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         raw = data.get("latency")
         spec: LatencySpec
         if isinstance(raw, list) and len(raw) == 2:
@@ -1688,13 +1727,29 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         )
         return JSONResponse({"ok": True})
 
+    def answering(handler: Callable[[Request], Awaitable[Response]]) -> Any:
+        """``handler`` answering a bad request with a JSON 400, never a plain-text 500."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as exc:
+                return _error(exc.status, exc.error, exc.details)
+            except (ValueError, TypeError) as exc:
+                return _error(400, "Invalid request", str(exc))
+
+        return endpoint
+
     return [
-        Route("/_emulator/stats", stats, methods=["GET"]),
-        Route("/_emulator/health", health, methods=["GET"]),
-        Route("/_emulator/reset", reset, methods=["POST"]),
-        Route("/_emulator/seed", seed, methods=["POST"]),
-        Route("/_emulator/faults", faults, methods=["POST", "DELETE"]),
-        Route("/_emulator/latency", latency, methods=["POST"]),
+        Route(path, answering(handler), methods=methods)
+        for path, handler, methods in (
+            ("/_emulator/stats", stats, ["GET"]),
+            ("/_emulator/health", health, ["GET"]),
+            ("/_emulator/reset", reset, ["POST"]),
+            ("/_emulator/seed", seed, ["POST"]),
+            ("/_emulator/faults", faults, ["POST", "DELETE"]),
+            ("/_emulator/latency", latency, ["POST"]),
+        )
     ]
 
 
@@ -1711,11 +1766,12 @@ def create_app(emulator: Emulator | None = None) -> Starlette:
         path = request.url.path
         body = await request.body()
         parsed: Any = None
+        invalid: str | None = None  # why the JSON body was refused, answered after routing
         if body and "json" in request.headers.get("content-type", "json"):
             try:
-                parsed = json.loads(body)
-            except ValueError:
-                parsed = None
+                parsed = _loads(body)
+            except ValueError as error:
+                invalid = str(error)
         token = _bearer(request)
         em.log.record(
             RecordedRequest(
@@ -1748,8 +1804,8 @@ def create_app(emulator: Emulator | None = None) -> Starlette:
             return _error(405, "Method not allowed", f"{method} is not supported on {path}")
         assert isinstance(found, tuple)
         handler, params = found
-        if body and parsed is None and "json" in request.headers.get("content-type", ""):
-            return _error(400, "Invalid request", "Body is not valid JSON")
+        if invalid is not None:
+            return _error(400, "Invalid request", f"Body is not valid JSON: {invalid}")
         try:
             result = handler(
                 _Ctx(request=request, tenant=tenant, params=params, body=body, json=parsed)
