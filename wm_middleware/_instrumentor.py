@@ -126,9 +126,12 @@ def _memory_from(working_memory: object, max_entries: int, ttl: float) -> Workin
     return working_memory
 
 
-def _adapter_modules() -> list[Any]:
+def _adapter_modules(**flags: bool) -> list[Any]:
+    """The adapter modules to use: every one without a flag, and those whose flag is set."""
     modules = []
-    for path in ADAPTERS:
+    for path, flag in ADAPTERS:
+        if flag is not None and not flags.get(flag):
+            continue
         try:
             modules.append(importlib.import_module(path))
         except Exception:  # an adapter that cannot load must not stop the others
@@ -204,11 +207,9 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         with_httpx = kwargs.get("httpx", False)
         self.runtime = runtime
         self._applied = []
-        for module in _adapter_modules():
+        for module in _adapter_modules(httpx=with_httpx):
             try:
                 patches: list[Patch] = list(module.patches(runtime))
-                if with_httpx and hasattr(module, "send_patches"):
-                    patches.extend(module.send_patches(runtime))
             except Exception:
                 logger.warning("wm_middleware: %s not instrumented", module.__name__, exc_info=True)
                 continue
@@ -372,4 +373,8 @@ def wrap(
         wrapped = wrapper(client, runtime)
         if wrapped is not None:
             return wrapped
-    raise TypeError(f"wrap() does not know how to cache a {type(client).__qualname__}")
+    hint = ""
+    if type(client).__module__.startswith("httpx"):
+        # httpx has no public way to copy a client with another transport.
+        hint = "; give an httpx client a wm_middleware.CachingTransport instead"
+    raise TypeError(f"wrap() does not know how to cache a {type(client).__qualname__}{hint}")

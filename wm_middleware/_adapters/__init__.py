@@ -2,13 +2,26 @@
 
 An adapter module exposes:
 
-* ``LIBRARY``: the import name of the client library it patches (for logs);
 * ``patches(runtime) -> list[Patch]``: wrapt wrappers closing over a
   :class:`~wm_middleware._runtime.Runtime`. It must not raise when the library is missing or of
   an unknown version: it returns only what it recognises;
 * ``wrap(client, runtime) -> object | None``: a client-like copy whose reads go through
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``
   is not of this family.
+
+What each route of the Supermemory API is (read, write, pass-through, and what it scopes) is
+stated once, in :mod:`._routes`; every adapter classifies its calls there.
+
+Applied by every ``instrument()`` when the library is installed:
+
+* ``sdk3``: ``supermemory._base_client.(Sync|Async)APIClient.request``;
+* ``sdk5``: ``supermemory.client.(Async)Supermemory.search|profile|list`` and
+  ``core.http_client.(Async)HttpClient.request``;
+* ``openai_middleware``: the supermemory-openai-sdk middleware's profile search.
+
+Applied only by ``instrument(httpx=True)``:
+
+* ``httpx_transport``: ``httpx.Client.send`` and ``httpx.AsyncClient.send``.
 
 Adding a client family is one new module and one line in :data:`ADAPTERS`.
 """
@@ -33,10 +46,11 @@ class Patch:
     wrapper: Wrapper
 
 
-# Import paths of the adapter modules, in the order they are applied.
-ADAPTERS: tuple[str, ...] = (
-    "wm_middleware._adapters.sdk3",
-    "wm_middleware._adapters.sdk5",
-    "wm_middleware._adapters.openai_middleware",
-    "wm_middleware._adapters.httpx_transport",
+# (import path of the adapter module, the ``instrument()`` flag it needs or None), in the order
+# they are applied.
+ADAPTERS: tuple[tuple[str, str | None], ...] = (
+    ("wm_middleware._adapters.sdk3", None),
+    ("wm_middleware._adapters.sdk5", None),
+    ("wm_middleware._adapters.openai_middleware", None),
+    ("wm_middleware._adapters.httpx_transport", "httpx"),
 )

@@ -22,46 +22,28 @@ A call that cannot be classified passes through: the wrapper never raises for it
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from .._runtime import Read, Runtime, Write, handled_outside
 from . import Patch, Wrapper
-from ._requests import (
-    canonical,
-    fingerprint,
-    read_scopes,
-    server_of,
-    tags_in,
-    tenant_of,
-    write_scopes,
-)
+from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
+from ._routes import find, read_tags, written
 
-__all__ = ["LIBRARY", "patches", "wrap"]
+__all__ = ["patches", "wrap"]
 
-LIBRARY: Final = "supermemory"
 
 logger = logging.getLogger(__name__)
 
 _FAMILY: Final = "sm3"
 _MODULE: Final = "supermemory._base_client"
 _RAW_HEADER: Final = "x-stainless-raw-response"  # _constants.RAW_RESPONSE_HEADER, lowercased
-_TAG_FIELDS: Final = ("containerTag", "containerTags")
 # Header values that are credentials: fingerprinted before they enter a key.
 _SECRET_HINTS: Final = ("auth", "key", "token", "secret", "cookie")
-
-# -- routing tables: (lowercase method, path or path template) -> what the call is ---------------
-_READS: Final[dict[tuple[str, str], str]] = {
-    ("post", "/v4/search"): "search.memories",
-    ("post", "/v3/search"): "search.execute",  # or search.documents: told apart by cast_to
-    ("post", "/v4/profile"): "profile",
-    ("post", "/v3/documents/list"): "documents.list",
-}
 
 # Same path and body, different method and response type: the cast_to names the operation.
 _BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
@@ -70,51 +52,6 @@ _BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
     ("connections.delete", "ConnectionDeleteByIDResponse"): "connections.delete_by_id",
     ("connections.delete", "ConnectionDeleteByProviderResponse"): "connections.delete_by_provider",
 }
-
-# How a write names what it changes.
-#   "named": the container tags in its body; none named -> the whole tenant.
-#   "items": "named", plus every item of ``documents`` (batch_add).
-#   "tenant": always the whole tenant (no tag, or a tag that may be a document's new one).
-_Scope = Literal["named", "items", "tenant"]
-
-_WRITES: Final[dict[tuple[str, str], tuple[str, _Scope]]] = {
-    ("post", "/v3/documents"): ("documents.add", "named"),
-    ("post", "/v3/documents/batch"): ("documents.batch_add", "items"),
-    ("post", "/v3/documents/file"): ("documents.upload_file", "named"),
-    ("delete", "/v3/documents/bulk"): ("documents.delete_bulk", "named"),
-    # ``update`` may carry the document's NEW tags; the old ones are unknown here.
-    ("patch", "/v3/documents/{id}"): ("documents.update", "tenant"),
-    ("delete", "/v3/documents/{id}"): ("documents.delete", "tenant"),
-    ("delete", "/v4/memories"): ("memories.forget", "named"),
-    ("patch", "/v4/memories"): ("memories.update_memory", "named"),
-    ("patch", "/v3/settings"): ("settings.update", "tenant"),  # org-wide settings
-    ("post", "/v3/connections/{x}"): ("connections.create", "named"),
-    ("post", "/v3/connections/{x}/configure"): ("connections.configure", "tenant"),
-    ("post", "/v3/connections/{x}/import"): ("connections.import", "named"),
-    ("delete", "/v3/connections/{x}"): ("connections.delete", "named"),
-}
-
-# Reads sent with POST that are not cached (connection state changes outside this process).
-_POST_PASS: Final = frozenset(
-    {
-        "/v3/connections/list",
-        "/v3/connections/{x}/connection",
-        "/v3/connections/{x}/documents",
-    }
-)
-
-# Fixed path segments that are not ids (``/v3/documents/list`` is not ``/v3/documents/{id}``).
-_DOCUMENT_WORDS: Final = frozenset({"list", "batch", "file", "bulk", "processing"})
-
-
-def _template(path: str) -> str:
-    """``path`` with its id segment replaced, for the routes that have one."""
-    parts = path.strip("/").split("/")
-    if len(parts) == 3 and parts[:2] == ["v3", "documents"] and parts[2] not in _DOCUMENT_WORDS:
-        return "/v3/documents/{id}"
-    if len(parts) in (3, 4) and parts[:2] == ["v3", "connections"] and parts[2] != "list":
-        return "/".join(["", "v3", "connections", "{x}", *parts[3:]])
-    return path
 
 
 def _path_of(url: str) -> str:
@@ -169,38 +106,6 @@ def _safe_headers(headers: object) -> dict[str, str] | None:
     return safe
 
 
-def _tags_of(body: Mapping[str, Any]) -> list[str]:
-    tags = tags_in(body, *_TAG_FIELDS)
-    # upload_file sends form fields: ``containerTags`` may be a JSON array in a string.
-    return [tag for value in tags for tag in _maybe_json_list(value)]
-
-
-def _maybe_json_list(value: str) -> list[str]:
-    if value.startswith("["):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        if isinstance(parsed, list):
-            return [v for v in parsed if isinstance(v, str)]
-    return [value]
-
-
-def _write_tags(rule: _Scope, body: Mapping[str, Any]) -> list[str]:
-    """The tags a write changes; empty means the whole tenant."""
-    if rule == "tenant":
-        return []
-    tags = _tags_of(body)
-    if rule == "items":
-        items = body.get("documents")
-        for item in items if isinstance(items, list) else ():
-            item_tags = _tags_of(item) if isinstance(item, Mapping) else []
-            if not item_tags and not tags:
-                return []  # an item lands in the default container: drop the tenant
-            tags.extend(item_tags)
-    return tags
-
-
 def _count(value: Any) -> int | None:
     """``gen_ai.memory.record.count`` of a read's result."""
     for name in ("results", "memories"):
@@ -234,26 +139,24 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
     options = args[1] if len(args) > 1 else kwargs.get("options")
     if options is None:
         return None
-    method = str(options.method).lower()
-    if method == "get":
+    method = str(options.method).upper()
+    if method == "GET":
         return None  # status polls and GET reads: never cached, nothing to invalidate
-    path = _path_of(str(options.url))
+    found = find(method, _path_of(str(options.url)))
+    if found is None or found.route.kind == "pass":
+        return None
     cast_name = getattr(cast_to, "__name__", "")
-    headers = options.headers
-    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
-    operation = _READS.get((method, path))
-    if operation is None:
-        template = _template(path)
-        if method == "post" and template in _POST_PASS:
-            return None
-        operation, rule = _WRITES.get((method, template), ("write", "tenant"))
-        operation = _BY_CAST_TO.get((operation, cast_name), operation)
+    operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
+    if found.route.kind == "write":
         base_url = str(instance.base_url)
         tenant = tenant_of(base_url, instance.api_key)
-        scopes = write_scopes(tenant, _write_tags(rule, _body_of(options)))
+        scopes = written(found, tenant, _body_of(options))
+        if scopes is None:
+            return None
         # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, _server(base_url), deletes=method == "delete")
-    operation = _BY_CAST_TO.get((operation, cast_name), operation)
+        return Write(operation, scopes, _server(base_url), deletes=method == "DELETE")
+    headers = options.headers
+    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
     body = _body_of(options)
     query = body.get("q")
     query = query if isinstance(query, str) else None
@@ -280,7 +183,7 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
     return Read(
         operation,
         key,
-        read_scopes(tenant, _tags_of(body), query),
+        read_scopes(tenant, read_tags(found, body), query),
         server,
         query,
         encode=_encode,

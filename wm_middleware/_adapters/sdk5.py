@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import copy as _copy
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -30,11 +29,11 @@ import wrapt
 
 from .._runtime import Read, Runtime, Write, handled_outside
 from . import Patch
-from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of, write_scopes
+from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
+from ._routes import find, written
 
-__all__ = ["LIBRARY", "patches", "wrap"]
+__all__ = ["patches", "wrap"]
 
-LIBRARY = "supermemory"
 
 _FAMILY = "sm5"
 _OMIT: Any = ...  # the generated code's OMIT sentinel (``typing.cast(Any, ...)``)
@@ -46,41 +45,6 @@ _READS: dict[str, tuple[str, ...]] = {
 }
 # Keyword arguments that never reach the request body, query or path.
 _NOT_SENT = frozenset({"request_options", "timeout"})
-
-_NS = r"ns/(?P<ns>[^/]+)"
-# Cacheable reads: at the transport, outside a model-level read, they are raw calls (bypass).
-_RAW_READS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("POST", re.compile(_NS + r"/search"), "search"),
-    ("POST", re.compile(_NS + r"/profile"), "profile"),
-    ("POST", re.compile(_NS + r"/list/(?P<type>[^/]+)"), "list"),
-)
-# Non-GET calls that change nothing: passed through untouched.
-_NOT_WRITES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("POST", re.compile(_NS + r"/list/documents/memory-counts")),
-    ("POST", re.compile(r"feedback")),
-)
-# Writes, by (method, path template) -> operation name (for spans only).
-_WRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("POST", re.compile(_NS + r"/document"), "add"),
-    ("POST", re.compile(_NS + r"/document/batch"), "documents.batch_add"),
-    ("POST", re.compile(_NS + r"/document/file"), "documents.upload_file"),
-    ("POST", re.compile(_NS + r"/document/file/[^/]+"), "documents.replace_with_file"),
-    ("PATCH", re.compile(_NS + r"/document/file/[^/]+"), "documents.update_file"),
-    ("PATCH", re.compile(_NS + r"/document/[^/]+"), "documents.update"),
-    ("DELETE", re.compile(_NS + r"/document"), "documents.delete"),
-    ("DELETE", re.compile(_NS + r"/memories"), "memories.forget"),
-    ("DELETE", re.compile(_NS + r"/memories/semantic"), "memories.forget_matching"),
-    ("PUT", re.compile(_NS + r"/profile/buckets"), "profiles.set_buckets"),
-    ("DELETE", re.compile(_NS + r"/profile/buckets"), "profiles.delete_buckets"),
-    ("PATCH", re.compile(_NS), "namespaces.update"),
-    ("DELETE", re.compile(_NS), "namespaces.delete"),
-    ("POST", re.compile(_NS + r"/connectors"), "connectors.create"),
-    ("PATCH", re.compile(_NS + r"/connectors/[^/]+"), "connectors.update"),
-    ("DELETE", re.compile(_NS + r"/connectors/[^/]+"), "connectors.delete"),
-    ("POST", re.compile(_NS + r"/connectors/[^/]+/sync"), "connectors.sync"),
-    ("PATCH", re.compile(r"organization"), "organization.update"),
-)
-_ANY_NS = re.compile(_NS + r"(?:/.*)?")
 
 
 def _sdk_is_5x() -> bool:
@@ -325,43 +289,24 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     method = kwargs.get("method")
     if not isinstance(path, str) or not isinstance(method, str):
         return None
-    path = path.strip("/")
     method = method.upper()
     if method in ("GET", "HEAD", "OPTIONS"):
         return None
-    for verb, pattern in _NOT_WRITES:
-        if verb == method and pattern.fullmatch(path):
-            return None
-    for verb, pattern, operation in _RAW_READS:
-        if verb == method and pattern.fullmatch(path):
-            if handled_outside():
-                return None  # the fetch of a model-level read
-            tenant, base_url = _tenant_at_transport(instance, kwargs)
-            query = _body(kwargs).get("query") if operation == "search" else None
-            return _Raw(operation, server_of(base_url), query if isinstance(query, str) else None)
+    found = find(method, path)
+    if found is None or found.route.kind == "pass":
+        return None
+    route = found.route
+    if route.kind == "read":
+        if handled_outside():
+            return None  # the fetch of a model-level read
+        tenant, base_url = _tenant_at_transport(instance, kwargs)
+        query = _body(kwargs).get("query") if route.operation == "search" else None
+        return _Raw(route.operation, server_of(base_url), query if isinstance(query, str) else None)
     tenant, base_url = _tenant_at_transport(instance, kwargs)
-    operation = "write"
-    for verb, pattern, name in _WRITES:
-        if verb == method and pattern.fullmatch(path):
-            operation = name
-            break
-    if operation == "memories.forget_matching" and _body(kwargs).get("dryRun") is True:
-        return None  # a preview: it reads, and must neither be cached nor invalidate
-    tags: list[str] = []
-    matched = _ANY_NS.fullmatch(path)
-    if matched is not None and operation != "write":
-        tags.append(matched["ns"])
-        if operation == "namespaces.delete":
-            target = _query(kwargs).get("moveTo")
-            if target is not None:
-                tags.append(_segment(target))
-    # No namespace named (organization-wide, or a path we do not know): the whole tenant.
-    return Write(
-        operation=operation,
-        scopes=write_scopes(tenant, tags),
-        server=server_of(base_url),
-        deletes=method == "DELETE",
-    )
+    scopes = written(found, tenant, _body(kwargs), _query(kwargs))
+    if scopes is None:
+        return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
+    return Write(route.operation, scopes, server_of(base_url), deletes=method == "DELETE")
 
 
 def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:

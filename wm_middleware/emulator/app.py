@@ -489,10 +489,12 @@ class Emulator:
 class _Router:
     def __init__(self) -> None:
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self.templates: list[tuple[str, str]] = []  # (method, path template), as added
 
     def add(self, method: str, template: str, handler: Handler) -> None:
         pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
         self.routes.append((method, re.compile(f"^{pattern}$"), handler))
+        self.templates.append((method, template))
 
     def match(self, method: str, path: str) -> tuple[Handler, dict[str, str]] | bool | None:
         """Return (handler, params); ``True`` when only the method differs; ``None`` if no path."""
@@ -505,6 +507,14 @@ class _Router:
             if m == method:
                 return handler, found.groupdict()
         return True if path_known else None
+
+
+def api_routes() -> list[tuple[str, str]]:
+    """Every Supermemory API route the emulator serves: (method, path template).
+
+    Templates name one path segment ``{name}``; 5.x paths are also served under ``/v5``.
+    """
+    return list(_Api(Emulator()).router.templates)
 
 
 class _Api:
