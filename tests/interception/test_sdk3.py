@@ -272,6 +272,32 @@ async def test_another_base_url_is_another_tenant(
     assert searches(second_emulator) == 1
 
 
+async def test_a_client_changed_in_place_is_another_tenant_and_keeps_its_parameters(
+    emulator: EmulatorServer,
+    second_emulator: EmulatorServer,
+    seeded: Any,
+    instrumented: WorkingMemory[Any],
+    mode: str,
+) -> None:
+    # The key of a repeated request is memoised per client state: every change must show.
+    client = make_client(mode, emulator.base_url)
+    await done(search(client))
+    await done(search(client))
+    client.base_url = second_emulator.base_url
+    await done(search(client))
+    client.api_key = OTHER_KEY
+    await done(search(client))
+    await done(search(client, limit=1))
+    await done(search(client, limit=True))  # 1 and True differ on the wire
+    assert searches(emulator) == 1
+    assert searches(second_emulator) == 4
+    derived = client.with_options(default_headers={"x-sm-project": "p2"})
+    await done(search(derived))
+    assert searches(second_emulator) == 5
+    await done(search(client))
+    assert searches(second_emulator) == 5
+
+
 async def test_execute_and_documents_are_separate_entries_of_their_own_type(
     emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
 ) -> None:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import pickle
+import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -60,11 +61,6 @@ def _path_of(url: str) -> str:
 
         return httpx.URL(url).path
     return url if url.startswith("/") else "/" + url
-
-
-@lru_cache(maxsize=64)
-def _server(base_url: str) -> tuple[str, int | None]:
-    return server_of(base_url)
 
 
 # -- what a call is --------------------------------------------------------------------------
@@ -133,6 +129,52 @@ def _encode(value: Any) -> bytes:
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: a memo key part
+class _Client:
+    """What a client contributes to every read of it, computed once per client state.
+
+    A client's base URL, key, default headers and default query may change (``base_url`` has a
+    setter); the entry is reused only while all four are what they were when it was made.
+    """
+
+    base_url: object  # the client's URL object itself: a new URL is a new state
+    api_key: str | None
+    headers: dict[str, Any]  # copies, compared by value
+    query: dict[str, Any]
+    tenant: tuple[str, str]
+    server: tuple[str, int | None]
+    defaults: str  # the default headers (credentials fingerprinted) and query, canonical
+
+
+_CLIENTS: weakref.WeakKeyDictionary[Any, _Client] = weakref.WeakKeyDictionary()
+
+
+def _client(instance: Any) -> _Client:
+    base_url = getattr(instance, "_base_url", None)
+    found = _CLIENTS.get(instance)
+    if (
+        found is not None
+        and base_url is not None
+        and found.base_url is base_url
+        and found.api_key == instance.api_key
+        and found.headers == instance._custom_headers
+        and found.query == instance._custom_query
+    ):
+        return found
+    url = str(instance.base_url)
+    made = _Client(
+        base_url,
+        instance.api_key,
+        dict(instance._custom_headers),
+        dict(instance._custom_query),
+        tenant_of(url, instance.api_key),
+        server_of(url),
+        canonical([_safe_headers(instance._custom_headers), instance._custom_query or None]),
+    )
+    _CLIENTS[instance] = made
+    return made
+
+
 def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
     """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched."""
     cast_to = args[0] if args else kwargs.get("cast_to")
@@ -147,57 +189,99 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         return None
     cast_name = getattr(cast_to, "__name__", "")
     operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
+    client = _client(instance)
     if found.route.kind == "write":
-        base_url = str(instance.base_url)
-        tenant = tenant_of(base_url, instance.api_key)
-        scopes = written(found, tenant, _body_of(options))
+        scopes = written(found, client.tenant, _body_of(options))
         if scopes is None:
             return None
         # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, _server(base_url), deletes=method == "DELETE")
+        return Write(operation, scopes, client.server, deletes=method == "DELETE")
     headers = options.headers
+    plain = (
+        not headers
+        and not options.extra_json
+        and not options.params
+        and options.files is None
+        and options.content is None
+        and not kwargs.get("stream")
+        and not _given(options.post_parser)
+    )
+    memo_key = _memo_key(client, cast_to, operation, options.json_data) if plain else None
+    if memo_key is not None:
+        read = _READS_SEEN.get(memo_key)
+        if read is not None:
+            return read
     raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
     body = _body_of(options)
     query = body.get("q")
     query = query if isinstance(query, str) else None
-    base_url = str(instance.base_url)
-    server = _server(base_url)
     if raw or kwargs.get("stream") or not _is_model(cast_to):
-        return _Bypass(operation, server, query)
+        return _Bypass(operation, client.server, query)
     if options.files is not None or options.content is not None:
-        return _Bypass(operation, server, query)
+        return _Bypass(operation, client.server, query)
     if _given(options.post_parser):
-        return _Bypass(operation, server, query)
-    tenant = tenant_of(base_url, instance.api_key)
-    request: dict[str, Any] = {
-        "json": options.json_data,
-        "extra": options.extra_json,
-        "params": options.params or None,
-        "stream": False,
-        "headers": _safe_headers(headers),
-        "client_headers": _safe_headers(instance._custom_headers),
-        "client_query": instance._custom_query or None,
-    }
-    qualname = getattr(cast_to, "__qualname__", "")  # a model class: checked by _is_model
-    key: Hashable = (_FAMILY, tenant, operation, qualname, canonical(request))
-    return Read(
+        return _Bypass(operation, client.server, query)
+    extra, params, safe_headers = options.extra_json, options.params, _safe_headers(headers)
+    if not extra and not params and safe_headers is None:
+        sent = canonical(options.json_data)  # the common case: the method's own body only
+    else:
+        sent = canonical([options.json_data, extra, params or None, safe_headers])
+    # ``_is_model`` checked: a model class. Its qualname separates same-body reads of two types.
+    qualname = getattr(cast_to, "__qualname__", "")
+    key: Hashable = (_FAMILY, client.tenant, operation, qualname, client.defaults, sent)
+    read = Read(
         operation,
         key,
-        read_scopes(tenant, read_tags(found, body), query),
-        server,
+        read_scopes(client.tenant, read_tags(found, body), query),
+        client.server,
         query,
         encode=_encode,
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
         count=_count,
     )
+    if memo_key is not None:
+        if len(_READS_SEEN) >= _READS_SEEN_MAX:
+            _READS_SEEN.clear()
+        _READS_SEEN[memo_key] = read
+    return read
+
+
+# The Read of a plain request (no per-call headers, query, extra body, files or stream), by a
+# cheap exact key: an identical request skips key building. The key holds the client entry
+# itself, so a changed client (new key, URL or defaults) never meets an old Read.
+_READS_SEEN: dict[Hashable, Read] = {}
+_READS_SEEN_MAX: Final = 1024
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _memo_key(client: _Client, cast_to: Any, operation: str, data: object) -> Hashable | None:
+    """An exact, type-aware key of a flat JSON body, or ``None`` when the body is not flat."""
+    if type(data) is not dict:
+        return None
+    items: list[Hashable] = [client, cast_to, operation]
+    for name, value in data.items():
+        kind = type(value)
+        if kind in _SCALARS:
+            items.append((name, kind, value))  # the type: 1, 1.0 and True differ on the wire
+        elif kind is list and all(type(item) is str for item in value):
+            items.append((name, kind, tuple(value)))
+        else:
+            return None
+    return tuple(items)
+
+
+@lru_cache(maxsize=1)
+def _not_given_types() -> tuple[type, ...]:
+    from supermemory._types import NotGiven, Omit
+
+    return (NotGiven, Omit)
 
 
 def _given(value: object) -> bool:
-    from supermemory._types import NotGiven, Omit
-
-    return value is not None and not isinstance(value, (NotGiven, Omit))
+    return value is not None and not isinstance(value, _not_given_types())
 
 
+@lru_cache(maxsize=256)
 def _is_model(cast_to: object) -> bool:
     """True for the SDK's response models, which it parses with ``construct_type``."""
     from supermemory._models import BaseModel
