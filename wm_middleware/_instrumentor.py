@@ -68,29 +68,17 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be true or false, got {raw!r}")
 
 
-def _env_max_entries(default: int) -> int:
-    raw = os.environ.get(ENV_MAX_ENTRIES)
+def _env_number(name: str, default: float, kind: type[int] | type[float], rule: str) -> Any:
+    """``name`` as a positive, finite ``kind``; ``rule`` words that for the error message."""
+    raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        value = int(raw.strip())
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{ENV_MAX_ENTRIES} must be an integer >= 1, got {raw!r}")
-    return value
-
-
-def _env_ttl(default: float) -> float:
-    raw = os.environ.get(ENV_TTL)
-    if raw is None or not raw.strip():
-        return default
-    try:
-        value = float(raw.strip())
+        value = kind(raw.strip())
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{ENV_TTL} must be a number of seconds > 0, got {raw!r}")
+        raise ValueError(f"{name} must be {rule}, got {raw!r}")
     return value
 
 
@@ -103,9 +91,9 @@ def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     settings = dict(kwargs)
     if settings.get("working_memory") is None:
         if "max_entries" not in settings:
-            settings["max_entries"] = _env_max_entries(100)
+            settings["max_entries"] = _env_number(ENV_MAX_ENTRIES, 100, int, "an integer >= 1")
         if "ttl" not in settings:
-            settings["ttl"] = _env_ttl(60.0)
+            settings["ttl"] = _env_number(ENV_TTL, 60.0, float, "a number of seconds > 0")
     for name, variable, default in (
         ("cache", ENV_CACHE, True),
         ("trace_hits", ENV_TRACE_HITS, True),
