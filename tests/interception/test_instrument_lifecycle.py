@@ -24,6 +24,8 @@ import wm_middleware
 from wm_middleware import WorkingMemory, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
+from .conftest import Generation, done
+
 SDK_MAJOR = version("supermemory").split(".")[0]
 ENV = {
     "WM_MIDDLEWARE_MAX_ENTRIES": "0",
@@ -134,6 +136,25 @@ def test_concurrent_instrument_calls_patch_once_and_share_one_memory(
     assert len(memories) == 8
     assert all(memory is memories[0] for memory in memories)
     _one_layer(originals)
+
+
+async def test_instrument_twice_is_harmless_and_uninstrument_sends_calls_upstream(
+    originals: dict[str, Any], emulator: EmulatorServer, generation: Generation, mode: str
+) -> None:
+    generation.seed(emulator)
+    client = generation.client(mode, emulator.base_url)
+    memory = wm_middleware.instrument()
+    assert wm_middleware.instrument() is memory
+    _one_layer(originals)
+    for _ in range(5):
+        await done(generation.search(client))
+    assert generation.searches(emulator) == 1
+    assert memory.stats().lookups == 5
+    wm_middleware.uninstrument()
+    assert _patched_attributes() == originals
+    for _ in range(2):
+        await done(generation.search(client))
+    assert generation.searches(emulator) == 3
 
 
 # -- environment ----------------------------------------------------------------------------------

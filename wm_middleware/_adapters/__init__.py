@@ -32,7 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ADAPTERS", "Patch"]
+from .._runtime import Read, Runtime, Write
+
+__all__ = ["ADAPTERS", "Bypass", "Patch", "run"]
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -54,3 +56,28 @@ ADAPTERS: tuple[tuple[str, str | None], ...] = (
     ("wm_middleware._adapters.openai_middleware", None),
     ("wm_middleware._adapters.httpx_transport", "httpx"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Bypass:
+    """A read that is observed but never cached (raw or streaming response, odd options)."""
+
+    operation: str
+    server: tuple[str, int | None]
+    query: str | None
+
+
+def run(
+    runtime: Runtime, action: Read | Write | Bypass, call: Callable[[], Any], is_async: bool
+) -> Any:
+    """Hand ``call`` to ``runtime`` as ``action`` describes it.
+
+    The one decision every sync/async pair of wrappers shares: an async wrapper gets the
+    awaitable back and returns it for its caller to await.
+    """
+    if isinstance(action, Read):
+        return runtime.aread(action, call) if is_async else runtime.read(action, call)
+    if isinstance(action, Write):
+        return runtime.awrite(action, call) if is_async else runtime.write(action, call)
+    bypass = runtime.abypass if is_async else runtime.bypass
+    return bypass(action.operation, action.server, call, action.query)

@@ -47,7 +47,7 @@ import httpx
 from .._cache import WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from . import Patch
+from . import Bypass, Patch, run
 from ._requests import fingerprint, read_scopes, server_of
 from ._routes import find_in, read_tags, written
 
@@ -236,6 +236,16 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
 
 
 # -- the shared call path ----------------------------------------------------------------------
+def _decide(request: httpx.Request) -> _ReadSpec | Write | None:
+    """What to do with ``request`` here: ``None`` sends it untouched (also on our own errors)."""
+    if handled_outside():
+        return None  # an outer layer (an SDK adapter) handles this call
+    try:
+        return describe(request)
+    except Exception:  # never fail a request for our own reasons
+        return None
+
+
 def _handle(
     runtime: Runtime,
     request: httpx.Request,
@@ -243,12 +253,7 @@ def _handle(
     fetch: Callable[[], _Stored],
     replay: Replay,
 ) -> httpx.Response:
-    if handled_outside():
-        return send()
-    try:
-        call = describe(request)
-    except Exception:  # never fail a request for our own reasons
-        call = None
+    call = _decide(request)
     if call is None:
         return send()
     if isinstance(call, Write):
@@ -267,12 +272,7 @@ async def _ahandle(
     fetch: Callable[[], Awaitable[_Stored]],
     replay: Replay,
 ) -> httpx.Response:
-    if handled_outside():
-        return await send()
-    try:
-        call = describe(request)
-    except Exception:
-        call = None
+    call = _decide(request)
     if call is None:
         return await send()
     if isinstance(call, Write):
@@ -389,6 +389,25 @@ def _sendable(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> h
     return request
 
 
+def _plan(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[httpx.Request | None, Bypass | None]:
+    """The request a ``send`` may answer from memory (else ``None``), and the bypass of a
+    streamed read, which is observed but never cached."""
+    if handled_outside():
+        return None, None
+    try:
+        request = _sendable(instance, args, kwargs)
+        if request is None or not kwargs.get("stream"):
+            return request, None
+        call = describe(request)
+    except Exception:  # never fail a request for our own reasons
+        return None, None
+    if isinstance(call, _ReadSpec):
+        return request, Bypass(call.operation, call.server, call.query)
+    return request, None
+
+
 def _sync_send(runtime: Runtime) -> Any:
     def wrapper(
         wrapped: Callable[..., httpx.Response],
@@ -396,20 +415,13 @@ def _sync_send(runtime: Runtime) -> Any:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> httpx.Response:
-        if handled_outside():
-            return wrapped(*args, **kwargs)
-        try:
-            request = _sendable(instance, args, kwargs)
-        except Exception:
-            request = None
+        request, streamed = _plan(instance, args, kwargs)
         if request is None:
             return wrapped(*args, **kwargs)
-        if kwargs.get("stream"):
-            call = describe(request)
-            if isinstance(call, _ReadSpec):  # a streamed read is never cached
-                return runtime.bypass(
-                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
-                )
+        if streamed is not None:
+            return cast(
+                httpx.Response, run(runtime, streamed, lambda: wrapped(*args, **kwargs), False)
+            )
 
         def fetch() -> _Stored:
             response = wrapped(*args, **kwargs)
@@ -428,20 +440,12 @@ def _async_send(runtime: Runtime) -> Any:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> httpx.Response:
-        if handled_outside():
-            return await wrapped(*args, **kwargs)
-        try:
-            request = _sendable(instance, args, kwargs)
-        except Exception:
-            request = None
+        request, streamed = _plan(instance, args, kwargs)
         if request is None:
             return await wrapped(*args, **kwargs)
-        if kwargs.get("stream"):
-            call = describe(request)
-            if isinstance(call, _ReadSpec):
-                return await runtime.abypass(
-                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
-                )
+        if streamed is not None:
+            response = await run(runtime, streamed, lambda: wrapped(*args, **kwargs), True)
+            return cast(httpx.Response, response)
 
         async def fetch() -> _Stored:
             response = await wrapped(*args, **kwargs)

@@ -31,7 +31,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Patch, Wrapper
+from . import Bypass, Patch, Wrapper, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import find, read_tags, written
 
@@ -64,16 +64,7 @@ def _path_of(url: str) -> str:
 
 
 # -- what a call is --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Bypass:
-    """A read that is observed but never cached (raw or streaming response, odd options)."""
-
-    operation: str
-    server: tuple[str, int | None]
-    query: str | None
-
-
-_Route = Read | Write | _Bypass | None
+_Route = Read | Write | Bypass | None
 
 
 def _body_of(options: Any) -> dict[str, Any]:
@@ -216,11 +207,11 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
     query = body.get("q")
     query = query if isinstance(query, str) else None
     if raw or kwargs.get("stream") or not _is_model(cast_to):
-        return _Bypass(operation, client.server, query)
+        return Bypass(operation, client.server, query)
     if options.files is not None or options.content is not None:
-        return _Bypass(operation, client.server, query)
+        return Bypass(operation, client.server, query)
     if _given(options.post_parser):
-        return _Bypass(operation, client.server, query)
+        return Bypass(operation, client.server, query)
     extra, params, safe_headers = options.extra_json, options.params, _safe_headers(headers)
     if not extra and not params and safe_headers is None:
         sent = canonical(options.json_data)  # the common case: the method's own body only
@@ -302,7 +293,9 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _
 
 
 # -- wrappers (small factories closing over the runtime) ----------------------------------------
-def _sync_wrapper(runtime: Runtime) -> Wrapper:
+def _wrapper(runtime: Runtime, is_async: bool) -> Wrapper:
+    """The wrapper of ``request``; async: it returns the awaitable the caller awaits."""
+
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -311,38 +304,7 @@ def _sync_wrapper(runtime: Runtime) -> Wrapper:
         route = _classify(instance, args, kwargs)
         if route is None:
             return wrapped(*args, **kwargs)
-
-        def call() -> Any:
-            return wrapped(*args, **kwargs)
-
-        if isinstance(route, Read):
-            return runtime.read(route, call)
-        if isinstance(route, Write):
-            return runtime.write(route, call)
-        return runtime.bypass(route.operation, route.server, call, route.query)
-
-    return wrapper
-
-
-def _async_wrapper(runtime: Runtime) -> Wrapper:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        # Returns the awaitable: ``await client.request(...)`` awaits it.
-        if handled_outside():
-            return wrapped(*args, **kwargs)
-        route = _classify(instance, args, kwargs)
-        if route is None:
-            return wrapped(*args, **kwargs)
-
-        def call() -> Any:
-            return wrapped(*args, **kwargs)
-
-        if isinstance(route, Read):
-            return runtime.aread(route, call)
-        if isinstance(route, Write):
-            return runtime.awrite(route, call)
-        return runtime.abypass(route.operation, route.server, call, route.query)
+        return run(runtime, route, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
@@ -367,8 +329,8 @@ def patches(runtime: Runtime) -> list[Patch]:
     if not _supported():
         return []
     return [
-        Patch(_MODULE, "SyncAPIClient.request", _sync_wrapper(runtime)),
-        Patch(_MODULE, "AsyncAPIClient.request", _async_wrapper(runtime)),
+        Patch(_MODULE, "SyncAPIClient.request", _wrapper(runtime, False)),
+        Patch(_MODULE, "AsyncAPIClient.request", _wrapper(runtime, True)),
     ]
 
 
@@ -383,10 +345,10 @@ def wrap(client: object, runtime: Runtime) -> object | None:
     from supermemory import AsyncSupermemory, Supermemory
 
     if isinstance(client, Supermemory):
-        copy: object = _install(_copy_of(client, {}), runtime, _sync_wrapper(runtime))
+        copy: object = _install(_copy_of(client, {}), runtime, _wrapper(runtime, False))
         return copy
     if isinstance(client, AsyncSupermemory):
-        copy = _install(_copy_of(client, {}), runtime, _async_wrapper(runtime))
+        copy = _install(_copy_of(client, {}), runtime, _wrapper(runtime, True))
         return copy
     return None
 

@@ -28,7 +28,7 @@ from typing import Any
 import wrapt
 
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Patch
+from . import Bypass, Patch, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import find, written
 
@@ -244,17 +244,6 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
 
 
 # -- writes and raw reads at the transport --------------------------------------------------------
-class _Raw:
-    """A cacheable read reaching the transport on its own: ``with_raw_response``."""
-
-    __slots__ = ("operation", "query", "server")
-
-    def __init__(self, operation: str, server: tuple[str, int | None], query: str | None):
-        self.operation = operation
-        self.server = server
-        self.query = query
-
-
 def _body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {}
     sent = kwargs.get("json")
@@ -284,7 +273,7 @@ def _tenant_at_transport(instance: Any, kwargs: Mapping[str, Any]) -> tuple[tupl
 
 
 def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """``None`` (pass through), a :class:`_Raw` read, or a :class:`Write`."""
+    """``None`` (pass through), a :class:`Bypass` (a raw read), or a :class:`Write`."""
     path = args[0] if args else kwargs.get("path")
     method = kwargs.get("method")
     if not isinstance(path, str) or not isinstance(method, str):
@@ -301,7 +290,9 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
             return None  # the fetch of a model-level read
         tenant, base_url = _tenant_at_transport(instance, kwargs)
         query = _body(kwargs).get("query") if route.operation == "search" else None
-        return _Raw(route.operation, server_of(base_url), query if isinstance(query, str) else None)
+        return Bypass(
+            route.operation, server_of(base_url), query if isinstance(query, str) else None
+        )
     tenant, base_url = _tenant_at_transport(instance, kwargs)
     scopes = written(found, tenant, _body(kwargs), _query(kwargs))
     if scopes is None:
@@ -309,7 +300,9 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     return Write(route.operation, scopes, server_of(base_url), deletes=method == "DELETE")
 
 
-def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:
+def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:
+    """The wrapper of ``(Async)HttpClient.request``; async: it returns the awaitable."""
+
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kwargs.get("retries"):
             return wrapped(*args, **kwargs)  # a retry of a call handled further out
@@ -319,32 +312,7 @@ def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:
             action = None
         if action is None:
             return wrapped(*args, **kwargs)
-        if isinstance(action, _Raw):
-            return runtime.bypass(
-                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
-            )
-        return runtime.write(action, lambda: wrapped(*args, **kwargs))
-
-    return wrapper
-
-
-def _atransport_wrapper(runtime: Runtime) -> Callable[..., Any]:
-    async def wrapper(
-        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if kwargs.get("retries"):
-            return await wrapped(*args, **kwargs)
-        try:
-            action = _classify(instance, args, kwargs)
-        except Exception:
-            action = None
-        if action is None:
-            return await wrapped(*args, **kwargs)
-        if isinstance(action, _Raw):
-            return await runtime.abypass(
-                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
-            )
-        return await runtime.awrite(action, lambda: wrapped(*args, **kwargs))
+        return run(runtime, action, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
@@ -367,11 +335,15 @@ def patches(runtime: Runtime) -> list[Patch]:
                 Patch("supermemory.client", f"{cls}.{operation}", make(runtime, operation))
             )
     found.append(
-        Patch("supermemory.core.http_client", "HttpClient.request", _transport_wrapper(runtime))
+        Patch(
+            "supermemory.core.http_client", "HttpClient.request", _transport_wrapper(runtime, False)
+        )
     )
     found.append(
         Patch(
-            "supermemory.core.http_client", "AsyncHttpClient.request", _atransport_wrapper(runtime)
+            "supermemory.core.http_client",
+            "AsyncHttpClient.request",
+            _transport_wrapper(runtime, True),
         )
     )
     return found
@@ -394,10 +366,10 @@ def wrap(client: Any, runtime: Runtime) -> Any:
         return None
     if isinstance(client, AsyncSupermemory):
         generated: type[Any] = AsyncSupermemory
-        read_wrapper, transport_wrapper = _aread_wrapper, _atransport_wrapper
+        read_wrapper, is_async = _aread_wrapper, True
     elif isinstance(client, Supermemory):
         generated = Supermemory
-        read_wrapper, transport_wrapper = _read_wrapper, _transport_wrapper
+        read_wrapper, is_async = _read_wrapper, False
     else:
         return None
     make_copy = getattr(client, "copy", None)
@@ -413,7 +385,7 @@ def wrap(client: Any, runtime: Runtime) -> Any:
         # ``request_options`` parameter and wraps it like the original (options, error mapping).
         attributes[operation] = function.__get__(cached, type(cached))
     http = cached._client_wrapper.httpx_client
-    request = wrapt.FunctionWrapper(type(http).request, transport_wrapper(runtime))
+    request = wrapt.FunctionWrapper(type(http).request, _transport_wrapper(runtime, is_async))
     vars(http)["request"] = request.__get__(http, type(http))
     attributes["working_memory"] = runtime.memory
     return cached
