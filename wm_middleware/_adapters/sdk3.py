@@ -26,7 +26,7 @@ import logging
 import pickle
 import weakref
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
@@ -135,6 +135,10 @@ class _Client:
     tenant: tuple[str, str]
     server: tuple[str, int | None]
     defaults: str  # the default headers (credentials fingerprinted) and query, canonical
+    # The Read of each plain request seen (no per-call headers, query, extra body, files or
+    # stream), by an exact key of its small flat body: a repeat skips key building. It lives and
+    # dies with this entry, so with the client; bounded in count and in the text it holds.
+    reads: dict[Hashable, Read] = field(default_factory=dict)
 
 
 _CLIENTS: weakref.WeakKeyDictionary[Any, _Client] = weakref.WeakKeyDictionary()
@@ -197,9 +201,9 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         and not kwargs.get("stream")
         and not _given(options.post_parser)
     )
-    memo_key = _memo_key(client, cast_to, operation, options.json_data) if plain else None
+    memo_key = _memo_key(cast_to, operation, options.json_data) if plain else None
     if memo_key is not None:
-        read = _READS_SEEN.get(memo_key)
+        read = client.reads.get(memo_key)
         if read is not None:
             return read
     raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
@@ -231,34 +235,34 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         count=_count,
     )
     if memo_key is not None:
-        if len(_READS_SEEN) >= _READS_SEEN_MAX:
-            _READS_SEEN.clear()
-        _READS_SEEN[memo_key] = read
+        if len(client.reads) >= _MEMO_ENTRIES:
+            client.reads.clear()
+        client.reads[memo_key] = read
     return read
 
 
-# The Read of a plain request (no per-call headers, query, extra body, files or stream), by a
-# cheap exact key: an identical request skips key building. The key holds the client entry
-# itself, so a changed client (new key, URL or defaults) never meets an old Read.
-_READS_SEEN: dict[Hashable, Read] = {}
-_READS_SEEN_MAX: Final = 1024
+_MEMO_ENTRIES: Final = 256  # per client
+_MEMO_TEXT: Final = 2048  # characters of body text a memoised request may carry
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
-def _memo_key(client: _Client, cast_to: Any, operation: str, data: object) -> Hashable | None:
-    """An exact, type-aware key of a flat JSON body, or ``None`` when the body is not flat."""
+def _memo_key(cast_to: Any, operation: str, data: object) -> Hashable | None:
+    """An exact, type-aware key of a small flat JSON body, else ``None`` (not memoised)."""
     if type(data) is not dict:
         return None
-    items: list[Hashable] = [client, cast_to, operation]
+    items: list[Hashable] = [cast_to, operation]
+    text = 0
     for name, value in data.items():
         kind = type(value)
         if kind in _SCALARS:
             items.append((name, kind, value))  # the type: 1, 1.0 and True differ on the wire
+            text += len(value) if kind is str else 0
         elif kind is list and all(type(item) is str for item in value):
             items.append((name, kind, tuple(value)))
+            text += sum(map(len, value))
         else:
             return None
-    return tuple(items)
+    return tuple(items) if text <= _MEMO_TEXT else None
 
 
 @lru_cache(maxsize=1)
