@@ -6,18 +6,14 @@ import importlib.util
 import json
 import signal
 import socket
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import httpx
 import pytest
 
 from wm_middleware import __version__
 
-from ._run import ROOT, environment, run
+from ._run import run, serving, start
 
 needs_tools = pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None,
@@ -117,7 +113,7 @@ def test_demo_against_an_unreachable_api_is_one_line_and_exit_1() -> None:
 
 @needs_tools
 def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
-    process = _start("demo", "--latency-ms", "200")
+    process = start("demo", "--latency-ms", "200")
     try:
         assert process.stdout is not None
         assert process.stdout.readline().startswith("wm-middleware demo:")  # it is running
@@ -201,33 +197,8 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(*args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "wm_middleware", *args],
-        cwd=ROOT,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-
-
-@contextmanager
-def _serving(*args: str) -> Iterator[str]:
-    """``wm-middleware serve`` in a subprocess; yields the base URL its banner names."""
-    process = _start("serve", *args)
-    try:
-        assert process.stdout is not None
-        banner = process.stdout.readline()
-        assert banner.startswith("wm-middleware: emulator on http://"), process.communicate()[1]
-        yield banner.split(" on ", 1)[1].split()[0]
-    finally:
-        process.terminate()
-        process.communicate(timeout=10)
-
-
 def test_serve_prints_its_banner_after_binding_with_the_real_port() -> None:
-    with _serving("--port", "0") as base:
+    with serving() as base:
         port = int(base.rsplit(":", 1)[1])
         # The banner comes after the bind: the port is real and already accepts connections.
         assert port != 0
@@ -260,7 +231,7 @@ def test_serve_on_a_busy_port_is_one_line_and_exit_1() -> None:
 def test_serve_root_describes_the_emulator_its_controls_and_the_demo_key(
     args: list[str], key_line: str
 ) -> None:
-    with _serving("--port", "0", *args) as base:
+    with serving(*args) as base:
         response = httpx.get(f"{base}/", timeout=5)
         stats = httpx.get(f"{base}/_emulator/stats", timeout=5).json()
 
@@ -276,7 +247,7 @@ def test_serve_root_describes_the_emulator_its_controls_and_the_demo_key(
 
 
 def test_serve_runs_the_emulator_until_terminated() -> None:
-    with _serving("--port", "0", "--demo-data") as base:
+    with serving("--demo-data") as base:
         response = httpx.post(
             f"{base}/v4/search",
             json={"q": "peanut allergy", "containerTag": "user-alex"},
