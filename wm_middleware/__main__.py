@@ -2,8 +2,8 @@
 
 ``wm-middleware demo`` runs a scripted agent through supermemory-openai-sdk's ``SupermemoryTools``
 against the bundled emulator twice, uncached and with ``instrument()``, then prints the
-comparison and a trace waterfall. ``wm-middleware serve`` runs the emulator in the foreground.
-Both need the ``demo`` extra (``pip install 'wm-middleware[demo]'``).
+comparison and a trace waterfall; it needs the ``demo`` extra. ``wm-middleware serve`` runs the
+emulator in the foreground; it needs the ``server`` extra.
 """
 
 from __future__ import annotations
@@ -134,10 +134,10 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _missing_extra(error: ImportError) -> int:
+def _missing_extra(error: ImportError, extra: str) -> int:
     print(
-        f"wm-middleware: {error.name or error} is not installed; the demo needs "
-        "pip install 'wm-middleware[demo]' supermemory-openai-sdk",
+        f"wm-middleware: {error.name or error} is not installed; "
+        f"pip install 'wm-middleware[{extra}]' (or pip install -e '.[{extra}]' in a checkout)",
         file=sys.stderr,
     )
     return 1
@@ -157,7 +157,7 @@ def _demo(args: argparse.Namespace) -> int:
             run_demo,
         )
     except ImportError as error:
-        return _missing_extra(error)
+        return _missing_extra(error, "demo")
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
@@ -199,7 +199,7 @@ def _demo(args: argparse.Namespace) -> int:
     try:
         result = asyncio.run(run_demo(options, progress))
     except ImportError as error:
-        return _missing_extra(error)
+        return _missing_extra(error, "demo")
     except DemoError as error:
         print(f"wm-middleware demo: {error}", file=sys.stderr)
         return 1
@@ -227,7 +227,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         from .emulator import serve
     except ImportError as error:
-        return _missing_extra(error)
+        return _missing_extra(error, "server")
     seed_data: dict[str, Any] | None = None
     if args.demo_data:
         from .demo.script import CONTAINER_TAG, SEED_MEMORIES

@@ -127,6 +127,19 @@ def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
     assert stderr.splitlines() == ["wm-middleware demo: interrupted"]
 
 
+@pytest.mark.skipif(
+    importlib.util.find_spec("supermemory_openai") is not None,
+    reason="the demo's integration is installed (a 3.x environment)",
+)
+def test_demo_without_its_extra_names_the_extra_in_one_line() -> None:
+    result = run("-m", "wm_middleware", "demo", "--turns", "1")
+
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("wm-middleware: ")
+    assert "is not installed; pip install 'wm-middleware[demo]'" in line
+
+
 def test_version_prints_the_package_version() -> None:
     result = run("-m", "wm_middleware", "--version")
 
