@@ -22,7 +22,7 @@ SUPPORTED = ("3.11", "3.12", "3.13", "3.14")
 
 def _python() -> str | None:
     """The sessions' interpreter: ``None`` (nox's own) when supported, else one on PATH."""
-    if sys.version_info >= (3, 11):
+    if sys.version_info >= (3, 11):  # noqa: UP036 -- nox itself may run on an older Python
         return None
     for version in reversed(SUPPORTED):
         if shutil.which(f"python{version}"):
