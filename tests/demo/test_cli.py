@@ -112,6 +112,22 @@ def test_demo_against_an_unreachable_api_is_one_line_and_exit_1() -> None:
 
 
 @needs_tools
+def test_demo_with_a_key_the_api_refuses_is_one_line_and_exit_1() -> None:
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer(api_keys=["sk-the-right-one"]) as server:
+        result = run(
+            "-m", "wm_middleware", "demo", "--base-url", server.base_url, "--api-key", "sk-wrong"
+        )
+
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"wm-middleware demo: {server.base_url} refused the demo's first request with HTTP 401; "
+        "check --api-key"
+    ]
+
+
+@needs_tools
 def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
     process = start("demo", "--latency-ms", "200")
     try:
