@@ -19,7 +19,14 @@ from .agent import QUERY, TOOL_NAME, TURN_INDEX, TURN_SPAN
 from .runner import DemoResult, RunResult
 from .script import turns
 
-__all__ = ["comparison_table", "summary", "waterfall", "waterfall_turn"]
+__all__ = [
+    "LATENCY_NOTE",
+    "comparison_table",
+    "saved_line",
+    "summary",
+    "waterfall",
+    "waterfall_turn",
+]
 
 RESULT_STYLES = {
     "hit": "green",
@@ -92,19 +99,25 @@ def _duration(milliseconds: float) -> str:
 
 
 def _ratio(before: float, after: float) -> str:
+    """``after`` as a multiple of ``before``; below 0.01x it says so rather than "0.00x"."""
     if before <= 0:
         return ""
-    return f"{after / before:.2f}x"
+    ratio = after / before
+    return "<0.01x" if ratio < 0.01 else f"{ratio:.2f}x"
 
 
 def comparison_table(result: DemoResult) -> Table:
-    """Uncached vs cached, one metric per row."""
+    """Uncached vs cached, one metric per row, with their ratio (lower is better)."""
     u, c = result.uncached, result.cached
-    table = Table(title="Uncached vs instrument()", title_justify="left", show_edge=False)
+    table = Table(
+        title="Uncached vs instrument(); ratio = cached / uncached, lower is better",
+        title_justify="left",
+        show_edge=False,
+    )
     table.add_column("metric")
     table.add_column("uncached", justify="right")
     table.add_column("cached", justify="right")
-    table.add_column("cached / uncached", justify="right")
+    table.add_column("ratio", justify="right")
 
     def row(label: str, before: float, after: float, unit: str = "", digits: int = 0) -> None:
         table.add_row(
@@ -138,6 +151,13 @@ def comparison_table(result: DemoResult) -> Table:
             "",
         )
     return table
+
+
+LATENCY_NOTE = (
+    "Per-search latency counts every call of the cached run: hits answer in microseconds, but "
+    "misses and coalesced calls still wait on upstream, so its p50 depends on the share of hits "
+    "and its p95/p99 stay near the upstream latency."
+)
 
 
 def saved_line(result: DemoResult) -> Text:

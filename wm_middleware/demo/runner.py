@@ -28,6 +28,7 @@ from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
 __all__ = [
     "DEMO_API_KEY",
+    "DemoError",
     "DemoOptions",
     "DemoResult",
     "Progress",
@@ -41,6 +42,10 @@ __all__ = [
 DEMO_API_KEY = "sk-wm-demo"
 SERVICE_NAMES = {"uncached": "agent-uncached", "cached": "agent-cached"}
 METRIC_EXPORT_MILLIS = 1000
+
+
+class DemoError(Exception):
+    """The demo cannot run against its target (unreachable, or refusing the key): one sentence."""
 
 
 class Progress:
@@ -134,7 +139,8 @@ async def _seed_api(api_key: str, base_url: str | None) -> None:
     """Upsert the demo's memories into the real API (custom ids make re-runs idempotent)."""
     import supermemory
 
-    client = supermemory.AsyncSupermemory(api_key=api_key, base_url=base_url)
+    # The first request tells whether the target is usable at all: fail fast, in one sentence.
+    client = supermemory.AsyncSupermemory(api_key=api_key, base_url=base_url, max_retries=0)
     try:
         for number, memory in enumerate(SEED_MEMORIES, start=1):
             await client.add(
@@ -142,6 +148,15 @@ async def _seed_api(api_key: str, base_url: str | None) -> None:
                 container_tag=CONTAINER_TAG,
                 custom_id=f"wm-middleware-demo-{number}",
             )
+    except supermemory.APIConnectionError as error:
+        raise DemoError(
+            f"cannot reach {base_url} ({error.__cause__ or error}); check --base-url"
+        ) from error
+    except supermemory.APIStatusError as error:
+        hint = "check --api-key" if error.status_code in (401, 403) else "try again later"
+        raise DemoError(
+            f"{base_url} refused the demo's first request with HTTP {error.status_code}; {hint}"
+        ) from error
     finally:
         await client.close()
 

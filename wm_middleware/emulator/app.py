@@ -12,7 +12,8 @@ Contract:
   header is checked (``401`` when missing, or not in ``api_keys`` when that is set),
   then the endpoint runs against the tenant named by the key. Every error answer is
   a JSON body ``{"error": ..., "details": ...}``.
-* ``/_emulator/*`` control requests are neither counted, delayed nor faulted.
+* ``/_emulator/*`` control requests are neither counted, delayed nor faulted; neither is
+  ``GET /``, a plain-text page describing the emulator, its controls and the keys with data.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .faults import (
@@ -1662,6 +1663,44 @@ async def _control_body(request: Request) -> dict[str, Any]:
     return dict(data)
 
 
+def describe(emulator: Emulator, base_url: str, controls: Iterable[tuple[str, str, str]]) -> str:
+    """The text ``GET /`` answers: what this server is, how to point a client at it, and its
+    ``controls`` as ``(method, path, what it does)``.
+
+    The demo's data (``wm-middleware serve --demo-data``) is seeded under the API key
+    ``sk-wm-demo``; every key with data is listed, so the page shows whichever key to use.
+    """
+    tenants = emulator.store.tenants()
+    key = tenants[0] if tenants else "sk-wm-demo"
+    lines = [
+        "wm_middleware emulator: a Supermemory-compatible API for tests and demos, data in memory.",
+        "",
+        "Point a client at it:",
+        f'  supermemory 5.x or 3.x: Supermemory(api_key="{key}", base_url="{base_url}")',
+        "  API: supermemory 3.x paths (/v3/..., /v4/...) and 5.x paths (/ns/{namespace}/...).",
+        "",
+    ]
+    if emulator.api_keys is None:
+        lines.append(
+            "API keys: any 'Authorization: Bearer <key>' works; each key is its own tenant."
+        )
+    else:
+        lines.append(f"API keys: only the {len(emulator.api_keys)} configured keys are accepted.")
+    if tenants:
+        lines.append("Keys with data:")
+        for tenant in tenants:
+            tags = ", ".join(emulator.store.namespaces(tenant)) or "(none)"
+            lines.append(f"  {tenant}: container tags {tags}")
+    else:
+        lines.append(
+            "No data yet: 'wm-middleware serve --demo-data' seeds the demo's memories under key "
+            "sk-wm-demo (container tag user-alex), or POST /_emulator/seed."
+        )
+    lines += ["", "Controls (never counted, delayed or faulted):"]
+    lines += [f"  {method:<6} {path:<19} {what}" for method, path, what in controls]
+    return "\n".join(lines) + "\n"
+
+
 def _control_routes(emulator: Emulator) -> list[Route]:
     async def stats(request: Request) -> Response:
         return JSONResponse(emulator.stats())
@@ -1750,16 +1789,30 @@ def _control_routes(emulator: Emulator) -> list[Route]:
 
         return endpoint
 
+    # One table: the routes and the help page ``GET /`` are both made from it.
+    controls: list[tuple[str, str, Callable[[Request], Awaitable[Response]], str]] = [
+        ("GET", "/_emulator/health", health, "liveness"),
+        ("GET", "/_emulator/stats", stats, "requests by method and path, tenants, latency"),
+        ("POST", "/_emulator/reset", reset, '{"data": true, "counts": true, "faults": true}'),
+        ("POST", "/_emulator/seed", seed, '{"apiKey": "sk-...", "memories": ["..."], '
+         '"containerTag": "..."}'),
+        ("POST", "/_emulator/faults", faults, '{"status": 503, "count": 1, "path": "/v4/search"}'
+         ', {"hang": 30} or {"errorRate": 0.1}'),
+        ("DELETE", "/_emulator/faults", faults, "clear scheduled faults and the error rate"),
+        ("POST", "/_emulator/latency", latency, '{"latency": 0.1} (seconds) or '
+         '{"latency": [0.08, 0.12]}'),
+    ]  # fmt: skip
+    help_rows = [(method, path, what) for method, path, _, what in controls]
+
+    async def index(request: Request) -> Response:
+        return PlainTextResponse(describe(emulator, str(request.base_url).rstrip("/"), help_rows))
+
     return [
-        Route(path, answering(handler), methods=methods)
-        for path, handler, methods in (
-            ("/_emulator/stats", stats, ["GET"]),
-            ("/_emulator/health", health, ["GET"]),
-            ("/_emulator/reset", reset, ["POST"]),
-            ("/_emulator/seed", seed, ["POST"]),
-            ("/_emulator/faults", faults, ["POST", "DELETE"]),
-            ("/_emulator/latency", latency, ["POST"]),
-        )
+        Route("/", index, methods=["GET"]),
+        *(
+            Route(path, answering(handler), methods=[method])
+            for method, path, handler, _ in controls
+        ),
     ]
 
 
