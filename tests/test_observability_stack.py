@@ -56,13 +56,85 @@ SEARCH_DURATION_BUCKETS = (
     0.0025,
     0.005,
     0.01,
+    0.025,
     0.05,
+    0.075,
     0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
     0.5,
+    0.75,
     1.0,
+    2.5,
     5.0,
     10.0,
 )
+# Component types compiled into otel/opentelemetry-collector-contrib at the version pinned in
+# docker-compose.yml (its release notes and `otelcol-contrib components`), for the kinds this
+# config may use. No collector binary with the otlp receiver installs here, so the config's
+# component names are checked against this list instead of by `otelcol-contrib validate`.
+COLLECTOR_VERSION = "0.144.0"
+COLLECTOR_COMPONENTS = {
+    "receivers": {
+        "otlp",
+        "prometheus",
+        "hostmetrics",
+        "jaeger",
+        "zipkin",
+        "filelog",
+        "kafka",
+        "httpcheck",
+        "redis",
+        "postgresql",
+    },
+    "processors": {
+        "batch",
+        "memory_limiter",
+        "attributes",
+        "resource",
+        "resourcedetection",
+        "filter",
+        "transform",
+        "tail_sampling",
+        "probabilistic_sampler",
+        "k8sattributes",
+        "cumulativetodelta",
+        "deltatocumulative",
+        "groupbyattrs",
+        "span",
+    },
+    "exporters": {
+        # 0.144 renamed otlp -> otlp_grpc and otlphttp -> otlp_http; the old names still load
+        # with a deprecation warning, so they are left out here on purpose.
+        "otlp_grpc",
+        "otlp_http",
+        "prometheus",
+        "prometheusremotewrite",
+        "debug",
+        "file",
+        "kafka",
+        "zipkin",
+        "loadbalancing",
+        "nop",
+    },
+    "connectors": {
+        "spanmetrics",
+        "span_metrics",
+        "servicegraph",
+        "count",
+        "forward",
+        "routing",
+        "exceptions",
+        "failover",
+        "roundrobin",
+        "sum",
+    },
+    "extensions": {"health_check", "pprof", "zpages", "file_storage", "basicauth"},
+}
 # Prometheus names of the contract's instruments, as both the collector's prometheus
 # exporter and the Python PrometheusMetricReader translate them (unit `s` -> `_seconds`,
 # `{...}` annotations dropped, monotonic sums -> `_total`).
@@ -140,6 +212,31 @@ def test_collector_pipelines_reference_defined_components(collector: dict[str, A
                 used_as_exporter.add(exporter)
     assert used_as_exporter == connectors, "every connector must be a pipeline exporter"
     assert used_as_receiver == connectors, "every connector must be a pipeline receiver"
+
+
+def test_collector_component_names_exist_in_the_pinned_collector_version(
+    collector: dict[str, Any], compose: dict[str, Any]
+) -> None:
+    image = compose["services"]["otel-collector"]["image"]
+    assert image == f"otel/opentelemetry-collector-contrib:{COLLECTOR_VERSION}", (
+        "the component list below is for another collector version: update both together"
+    )
+    for kind, known in COLLECTOR_COMPONENTS.items():
+        for name in collector.get(kind) or {}:
+            assert _component_type(name) in known, f"{kind}: {name!r} is not in {image}"
+    for extension in collector["service"].get("extensions", []):
+        assert _component_type(extension) in COLLECTOR_COMPONENTS["extensions"]
+
+
+def test_collector_spanmetrics_buckets_equal_the_library_histogram_buckets(
+    collector: dict[str, Any],
+) -> None:
+    from wm_middleware._telemetry import DURATION_BUCKETS
+
+    histogram = collector["connectors"]["spanmetrics"]["histogram"]
+    buckets = tuple(_go_duration_seconds(b) for b in histogram["explicit"]["buckets"])
+    assert buckets == pytest.approx(DURATION_BUCKETS)
+    assert SEARCH_DURATION_BUCKETS == DURATION_BUCKETS
 
 
 def test_collector_receivers_bind_all_interfaces(collector: dict[str, Any]) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -67,7 +68,7 @@ def test_duration_buckets_resolve_upstream_calls_of_50_to_300_ms() -> None:
     inside = [b for b in DURATION_BUCKETS if 0.05 <= b <= 0.3]
     assert inside[0] == 0.05
     assert inside[-1] == 0.3
-    gaps = [round(high - low, 6) for low, high in zip(inside, inside[1:], strict=False)]
+    gaps = [round(high - low, 6) for low, high in itertools.pairwise(inside)]
     assert max(gaps) <= 0.05
     assert any(0.1 < b <= 0.125 for b in DURATION_BUCKETS)  # 110 ms sits in a 25 ms bucket
 

@@ -35,6 +35,10 @@ def _echo() -> Any:
     raise EchoingUpstreamError(f"no index for query {SECRET_QUERY!r}")
 
 
+async def _sync(value: Any) -> Any:
+    return value
+
+
 def _exported(span: ReadableSpan) -> str:
     return span.to_json()
 
@@ -45,15 +49,12 @@ async def test_error_span_has_type_and_status_but_not_the_message_by_default(
 ) -> None:
     runtime = make_runtime(otel)
     read = make_read(SECRET_QUERY)
+
+    async def afetch() -> Any:
+        return _echo()
+
     with pytest.raises(EchoingUpstreamError, match="sertraline"):  # unchanged for the caller
-        if mode == "sync":
-            runtime.read(read, _echo)
-        else:
-
-            async def afetch() -> Any:
-                return _echo()
-
-            await runtime.aread(read, afetch)
+        await (runtime.aread(read, afetch) if mode == "async" else _sync(runtime.read(read, _echo)))
     (span,) = otel.reads()
     assert span.status.status_code is StatusCode.ERROR
     assert not span.status.description
