@@ -98,6 +98,7 @@ SEARCH_MEMORY: Final = "search_memory"
 UPSERT_MEMORY: Final = "upsert_memory"  # add: may create or merge
 UPDATE_MEMORY: Final = "update_memory"  # a known, existing record
 DELETE_MEMORY: Final = "delete_memory"
+WRITE_SPANS: Final = (UPSERT_MEMORY, UPDATE_MEMORY, DELETE_MEMORY)
 
 # Attribute names.
 OPERATION_NAME: Final = "gen_ai.operation.name"
