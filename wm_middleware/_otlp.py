@@ -11,6 +11,7 @@ a gRPC port answers a TCP connect and still rejects every HTTP export, and the o
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import threading
@@ -65,6 +66,26 @@ def _url(endpoint: str | None, protocol: str, signal: str) -> str | None:
     return base if protocol == GRPC else f"{base}/v1/{signal}"
 
 
+# signal -> (exporter module suffix, class name); the grpc and http packages mirror each other.
+_EXPORTERS: Final = {
+    "traces": ("trace_exporter", "OTLPSpanExporter"),
+    "metrics": ("metric_exporter", "OTLPMetricExporter"),
+}
+
+
+def _exporter(
+    signal: str, endpoint: str | None, protocol: str | None, timeout: float | None
+) -> Any:
+    protocol = otlp_protocol(signal, protocol)
+    module, name = _EXPORTERS[signal]
+    package = "grpc" if protocol == GRPC else "http"
+    try:
+        found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{package}.{module}")
+    except ImportError as error:
+        raise ImportError(_MISSING_EXTRA) from error
+    return getattr(found, name)(endpoint=_url(endpoint, protocol, signal), timeout=timeout)
+
+
 def span_exporter(
     endpoint: str | None = None, protocol: str | None = None, *, timeout: float | None = None
 ) -> Any:
@@ -73,17 +94,7 @@ def span_exporter(
     Raises:
         ImportError: the ``otlp`` extra is not installed.
     """
-    protocol = otlp_protocol("traces", protocol)
-    try:
-        if protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter
-        else:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import (  # type: ignore[assignment]
-                OTLPSpanExporter,
-            )
-    except ImportError as error:
-        raise ImportError(_MISSING_EXTRA) from error
-    return OTLPSpanExporter(endpoint=_url(endpoint, protocol, "traces"), timeout=timeout)
+    return _exporter("traces", endpoint, protocol, timeout)
 
 
 def metric_exporter(
@@ -94,19 +105,7 @@ def metric_exporter(
     Raises:
         ImportError: the ``otlp`` extra is not installed.
     """
-    protocol = otlp_protocol("metrics", protocol)
-    try:
-        if protocol == GRPC:
-            from opentelemetry.exporter.otlp.proto.grpc.metric_exporter import (
-                OTLPMetricExporter,
-            )
-        else:
-            from opentelemetry.exporter.otlp.proto.http.metric_exporter import (  # type: ignore[assignment]
-                OTLPMetricExporter,
-            )
-    except ImportError as error:
-        raise ImportError(_MISSING_EXTRA) from error
-    return OTLPMetricExporter(endpoint=_url(endpoint, protocol, "metrics"), timeout=timeout)
+    return _exporter("metrics", endpoint, protocol, timeout)
 
 
 def probe(endpoint: str | None, protocol: str | None = None, *, timeout: float = 2.0) -> str | None:
