@@ -119,3 +119,13 @@ def test_with_nothing_listening_the_demo_says_nothing_was_received_and_what_was_
     dropped = int(line.split(": ")[-1].split()[0])
     assert dropped > 0
     assert f"nothing was received at {endpoint}" in line
+
+
+def test_an_unsupported_otlp_protocol_is_one_line_and_exit_2() -> None:
+    result = run(
+        "-m", "wm_middleware", "demo", "--turns", "1", "--otlp-endpoint", "http://127.0.0.1:9",
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/json",
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "OTEL_EXPORTER_OTLP_PROTOCOL" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -136,9 +136,9 @@ def check_collector(
     Raises:
         ValueError: an unsupported protocol (argument or OTEL_EXPORTER_OTLP_PROTOCOL).
     """
+    if endpoint is None:  # not exporting: the protocol variable is not this run's business
+        return protocol or "http/protobuf", None
     protocol = otlp_protocol("traces", protocol)
-    if endpoint is None:
-        return protocol, None
     return protocol, probe(None if from_env else endpoint, protocol)
 
 
