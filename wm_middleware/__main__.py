@@ -45,6 +45,21 @@ def _latency(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``2m`` or ``1h`` -> seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 90s, 2m or 1h, got {text!r}"
+        ) from None
+    if not 1 <= value <= 24 * 3600:
+        raise argparse.ArgumentTypeError(f"must be between 1s and 24h, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -98,8 +113,27 @@ def _parser() -> argparse.ArgumentParser:
         "--otlp-endpoint",
         type=_http_url,
         metavar="URL",
-        help="export both runs over OTLP/HTTP (e.g. http://localhost:4318); default: the "
-        "OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+        help="export both runs over OTLP (e.g. http://localhost:4318, or :4317 with grpc); "
+        "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+    )
+    demo.add_argument(
+        "--otlp-protocol",
+        choices=["grpc", "http/protobuf"],
+        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+    )
+    demo.add_argument(
+        "--duration",
+        type=_duration,
+        metavar="TIME",
+        help="keep both deployments running side by side this long (e.g. 2m), replaying the "
+        "script, so that dashboard rate() and increase() panels fill; the report shows the "
+        "first round",
+    )
+    demo.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML report (latency distributions, requests saved "
+        "per turn, the waterfall of one cached turn)",
     )
     demo.add_argument(
         "--api-key",
@@ -148,14 +182,15 @@ def _demo(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         from .demo.console import ConsoleProgress
-        from .demo.report import LATENCY_NOTE, comparison_table, saved_line, summary, waterfall
-        from .demo.runner import (
-            DemoError,
-            DemoOptions,
-            collector_reachable,
-            otlp_target,
-            run_demo,
+        from .demo.report import (
+            LATENCY_NOTE,
+            comparison_table,
+            export_report,
+            saved_line,
+            summary,
+            waterfall,
         )
+        from .demo.runner import DemoError, DemoOptions, check_collector, otlp_target, run_demo
     except ImportError as error:
         return _missing_extra(error, "demo")
 
@@ -165,13 +200,20 @@ def _demo(args: argparse.Namespace) -> int:
         # In a log or a pipe, a sentence stays on one line instead of breaking at 80 columns.
         console.soft_wrap = not console.is_terminal
     endpoint, from_env = otlp_target(args.otlp_endpoint)
+    requested = endpoint
     notes: list[str] = []
-    if endpoint is not None and not collector_reachable(endpoint):
-        notes.append(f"no OTLP collector reachable at {endpoint}; not exporting")
+    try:
+        protocol, problem = check_collector(endpoint, from_env, args.otlp_protocol)
+    except ValueError as error:
+        print(f"wm-middleware demo: {error}", file=sys.stderr)
+        return 2
+    if endpoint is not None and problem is not None:
+        notes.append(f"no OTLP collector reachable at {endpoint} ({problem}); not exporting")
         endpoint, from_env = None, False
     elif endpoint is not None:
         notes.append(
-            f"exporting both runs to {endpoint} as services agent-uncached and agent-cached"
+            f"exporting both runs to {endpoint} over {protocol} as services agent-uncached "
+            "and agent-cached"
         )
     options = DemoOptions(
         turns=args.turns,
@@ -180,6 +222,8 @@ def _demo(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         otlp_endpoint=endpoint,
         otlp_from_env=from_env,
+        otlp_protocol=protocol,
+        duration=args.duration,
     )
     # Progress goes where it cannot corrupt the JSON: stdout in text mode, stderr with --json.
     progress_console = err if args.json else out
@@ -194,6 +238,8 @@ def _demo(args: argparse.Namespace) -> int:
             f"wm-middleware demo: a scripted agent (SupermemoryTools), {args.turns} turns "
             f"against {target}, uncached then cached"
         )
+    if args.duration is not None:
+        notes.append(f"keeping both deployments running side by side for {args.duration:g} s")
     for note in notes:
         progress_console.print(f"[dim]{note}[/dim]")
     try:
@@ -204,6 +250,13 @@ def _demo(args: argparse.Namespace) -> int:
         print(f"wm-middleware demo: {error}", file=sys.stderr)
         return 1
     errors = result.uncached.agent.errors + result.cached.agent.errors
+    if args.html:
+        from .demo.html import write_report
+
+        write_report(result, args.html)
+        notes_after = [f"HTML report written to {args.html}"]
+    else:
+        notes_after = []
     if args.json:
         print(json.dumps(summary(result), indent=2))
     else:
@@ -214,6 +267,11 @@ def _demo(args: argparse.Namespace) -> int:
         out.print(saved_line(result))
         out.print()
         out.print(waterfall(result, out))
+    for note in notes_after:
+        progress_console.print(f"[dim]{note}[/dim]")
+    delivery = export_report(result, requested)
+    if delivery:
+        print(f"wm-middleware demo: {delivery}", file=sys.stderr)
     if errors:
         print(
             f"wm-middleware demo: {len(errors)} tool calls failed, first: {errors[0].error}",
