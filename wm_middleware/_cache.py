@@ -267,6 +267,11 @@ class WorkingMemory(Generic[T]):
         """The shared second tier, or ``None``."""
         return self._shared
 
+    @property
+    def refreshing(self) -> int:
+        """Background refreshes still running (also those whose key was invalidated since)."""
+        return self._flights.background
+
     def __repr__(self) -> str:
         return (
             f"WorkingMemory(max_entries={self._max_entries}, ttl={self._ttl}, "

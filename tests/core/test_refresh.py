@@ -105,7 +105,56 @@ def test_invalidate_during_a_refresh_wins(clock: FakeClock) -> None:
     wait_for(lambda: wm.stats().inflight == 1, "no refresh")
     wm.invalidate("q")
     release.set()
-    for thread in threading.enumerate():
-        if thread.name == "wm-refresh":
-            thread.join(timeout=30)
+    wait_for(lambda: not wm.refreshing, "refresh never ended")
     assert not wm.has("q")
+
+
+def test_a_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1", ttl=100.0)
+    clock.advance(11.0)
+    assert wm.search("q", lambda: "v2") == "v1"
+    wait_for(lambda: wm.get("q") == "v2" and not wm.refreshing, "refresh never stored")
+    clock.advance(70.0)  # past the default ttl of the refreshed value, within its own 100 s
+    assert wm.has("q")
+    clock.advance(31.0)
+    assert not wm.has("q")
+
+
+async def test_an_async_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+
+    async def value(v: str) -> str:
+        return v
+
+    await wm.asearch("q", lambda: value("v1"), ttl=100.0, limit=1)
+    clock.advance(11.0)
+    assert await wm.asearch("q", lambda: value("v2"), limit=1) == "v1"
+    for _ in range(10_000):
+        if not wm.refreshing:
+            break
+        await asyncio.sleep(0.001)
+    clock.advance(70.0)
+    assert wm.get("q", limit=1) == "v2"
+
+
+def test_one_refresher_at_a_time_serves_the_old_value_meanwhile(clock: FakeClock) -> None:
+    # Caffeine's refreshAfterWrite: one refresh per key, the old value is served until it lands.
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    release = threading.Event()
+    calls: list[int] = []
+
+    def refresh() -> str:
+        calls.append(1)
+        release.wait(timeout=30)
+        return "v2"
+
+    clock.advance(11.0)
+    for _ in range(3):
+        assert wm.search("q", refresh) == "v1"
+        clock.advance(1.0)
+    release.set()
+    wait_for(lambda: not wm.refreshing, "refresh never ended")
+    assert calls == [1]
+    assert wm.search("q", refresh) == "v2"
