@@ -297,9 +297,21 @@ class WorkingMemory(Generic[T]):
             ValueError: a bad ``ttl``, or parameters nested too deeply.
             RuntimeError: ``fetch`` asked for its own key while computing it.
         """
-        # The hit path, inlined: it should cost little more than the dict probe it is.
-        key = self._memo.key(query, params) if params else self._memo.query(query)
-        entry = self._lru.get(key)
+        # The hit path, inlined: it should cost little more than the dict probe it is. A query
+        # already in normal form is its own key (normalising is idempotent, and keys with
+        # parameters are tuples, never equal to a str), so it is probed as given first.
+        if params:
+            key = self._memo.key(query, params)
+            entry = self._lru.get(key)
+        else:
+            key = query
+            try:
+                entry = self._lru.get(query)
+            except TypeError:  # unhashable: refused below, by normalising it
+                entry = None
+            if entry is None:
+                key = self._memo.query(query)
+                entry = self._lru.get(key)
         if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
             try:
                 self._lru.move_to_end(key)
@@ -327,8 +339,18 @@ class WorkingMemory(Generic[T]):
         The fetch runs in a task of its own: a cancelled caller never cancels it for the others,
         and it is cancelled only when every caller waiting for it is gone.
         """
-        key = self._memo.key(query, params) if params else self._memo.query(query)
-        entry = self._lru.get(key)
+        if params:  # as in search()
+            key = self._memo.key(query, params)
+            entry = self._lru.get(key)
+        else:
+            key = query
+            try:
+                entry = self._lru.get(query)
+            except TypeError:
+                entry = None
+            if entry is None:
+                key = self._memo.query(query)
+                entry = self._lru.get(key)
         if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
             try:
                 self._lru.move_to_end(key)

@@ -99,29 +99,6 @@ def make_key(query: object, params: Mapping[str, Any]) -> Key:
     return (normalised, tuple(sorted((name, freeze(v)) for name, v in params.items())))
 
 
-def _probe(query: str, params: Mapping[str, Any]) -> tuple[Any, ...] | None:
-    """A cheap hashable stand-in for ``(query, params)``, or ``None`` when no fast form exists.
-
-    Only str, int and lists or tuples of str qualify: their stand-ins (the value itself, or a
-    tuple of the strings) are equal exactly when the frozen values are. Names and values
-    alternate in call order, so the same call spelled in another order is a separate memo slot
-    with the same key.
-    """
-    parts: list[Any] = [query]
-    for name, value in params.items():
-        kind = type(value)
-        if kind is list or kind is tuple:
-            for item in value:
-                if type(item) is not str:
-                    return None
-            value = tuple(value)
-        elif kind is not str and kind is not int:
-            return None
-        parts.append(name)
-        parts.append(value)
-    return tuple(parts)
-
-
 class KeyMemo:
     """Memoised :func:`normalise_query` and :func:`make_key` for one cache.
 
@@ -153,23 +130,38 @@ class KeyMemo:
         return normalised
 
     def key(self, query: object, params: Mapping[str, Any]) -> Key:
-        """:func:`make_key`, memoised for str / int / list-of-str parameters."""
+        """:func:`make_key`, memoised when every parameter is a str, int, float or list of str.
+
+        The memo is probed with a cheap stand-in for ``(query, params)``: the query, then each
+        ``(name, value)`` pair in call order, a list or tuple of str standing as a tagged tuple
+        of its items. Stand-ins are equal exactly when the frozen keys are (``True`` is no int
+        here: ``type(value) is int``), and the same call spelled in another order is another
+        slot holding the same key.
+        """
         if not params:
             return self.query(query)
         if type(query) is not str or len(query) > _MEMO_MAX_CHARS:
             return make_key(query, params)
-        probe = _probe(query, params)
-        if probe is None:
-            return make_key(query, params)
-        key = self._params.get(probe)
+        probe: list[Any] = [query]
+        for item in params.items():
+            value = item[1]
+            kind = type(value)
+            if kind is str or kind is int or kind is float:
+                probe.append(item)
+            elif kind is list or kind is tuple:
+                for tag in value:
+                    if type(tag) is not str:
+                        return make_key(query, params)
+                probe.append((item[0], _LIST, *value))
+            else:
+                return make_key(query, params)
+        stand_in = tuple(probe)
+        key = self._params.get(stand_in)
         if key is None:
-            key = (
-                self.query(query),
-                tuple(sorted((name, freeze(v)) for name, v in params.items())),
-            )
+            key = make_key(self.query(query), params)
             if len(self._params) >= self._size:
                 self._params.clear()
-            self._params[probe] = key
+            self._params[stand_in] = key
         return key
 
     def clear(self) -> None:
