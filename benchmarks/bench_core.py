@@ -273,7 +273,7 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
     peers: dict[str, Sampler] = {}
     if cachebox is not None:
 
-        @cachebox.cached(cachebox.TTLCache(100, ttl=3600))
+        @cachebox.cached(cachebox.TTLCache(100, 3600.0))
         def box(q: str) -> Any:
             return VALUE
 

@@ -219,6 +219,9 @@ class WorkingMemory(Generic[T]):
         # lock (membership): unpinned entries in LRU order, oldest first; pinned ones apart.
         self._lru: OrderedDict[Key, _Entry] = OrderedDict()
         self._pinned: dict[Key, _Entry] = {}
+        # Bound once: the hit path saves a method lookup on each.
+        self._probe = self._lru.get
+        self._touch = self._lru.move_to_end
         # lock: ttl -> unpinned entries stored with it, in insertion (= expiry) order; may hold
         # entries dropped since (they are skipped); ``_queued`` counts them all.
         self._expiry: dict[float, deque[_Entry]] = {}
@@ -302,19 +305,19 @@ class WorkingMemory(Generic[T]):
         # parameters are tuples, never equal to a str), so it is probed as given first.
         if params:
             key = self._memo.key(query, params)
-            entry = self._lru.get(key)
+            entry = self._probe(key)
         else:
             key = query
             try:
-                entry = self._lru.get(query)
+                entry = self._probe(query)
             except TypeError:  # unhashable: refused below, by normalising it
                 entry = None
             if entry is None:
                 key = self._memo.query(query)
-                entry = self._lru.get(key)
+                entry = self._probe(key)
         if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
             try:
-                self._lru.move_to_end(key)
+                self._touch(key)
             except KeyError:
                 pass  # evicted since the probe: the value read was live
             self._hits += 1
@@ -341,19 +344,19 @@ class WorkingMemory(Generic[T]):
         """
         if params:  # as in search()
             key = self._memo.key(query, params)
-            entry = self._lru.get(key)
+            entry = self._probe(key)
         else:
             key = query
             try:
-                entry = self._lru.get(query)
+                entry = self._probe(query)
             except TypeError:
                 entry = None
             if entry is None:
                 key = self._memo.query(query)
-                entry = self._lru.get(key)
+                entry = self._probe(key)
         if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
             try:
-                self._lru.move_to_end(key)
+                self._touch(key)
             except KeyError:
                 pass
             self._hits += 1

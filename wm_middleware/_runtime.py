@@ -96,8 +96,9 @@ class Runtime:
         telemetry.watch(memory)
 
     # -- reads ---------------------------------------------------------------------------------
-    # ``read`` and ``aread`` are thin shells: the decisions (pass through, bypass, hit) live in
-    # ``_serve`` and ``_hit``; only the wait for the fetch differs between them.
+    # ``read`` and ``aread`` are thin shells over the same decisions: ``_route`` (pass through,
+    # bypass or cache), ``WorkingMemory.lookup``, then ``_hit`` or ``_done`` / ``_failed``. Only
+    # the fetch wrapper and the wait for ``load`` / ``aload`` differ between them.
     def read(self, read: Read, fetch: Callable[[], T]) -> T:
         """Serve ``read`` from the cache, or run ``fetch`` once for every concurrent caller."""
         route = self._route()
@@ -188,8 +189,11 @@ class Runtime:
         return value
 
     def _done(self, span: Any, read: Read, loaded: Loaded, start: float) -> Any:
-        """Record a looked-up read. ``loaded.tier`` ("local" | "shared") says which tier served
-        it; it is what a ``wm.cache.tier`` span attribute would carry."""
+        """Decode and record a read that went past the lock-free lookup.
+
+        ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
+        ``wm.cache.tier`` span attribute (hits served by ``_hit`` are all "local").
+        """
         value = read.decode(loaded.value)
         result = loaded.outcome
         telemetry = self.telemetry

@@ -7,15 +7,7 @@ import threading
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
-
-
-def wait_for(predicate: object, what: str) -> None:
-    for _ in range(10_000):
-        if predicate():  # type: ignore[operator]
-            return
-        threading.Event().wait(0.001)
-    raise AssertionError(what)
+from .conftest import FakeClock, wait_for
 
 
 def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeClock) -> None:

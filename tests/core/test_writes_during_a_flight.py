@@ -10,15 +10,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
-
-
-def wait_for(predicate: object, what: str) -> None:
-    for _ in range(10_000):
-        if predicate():  # type: ignore[operator]
-            return
-        threading.Event().wait(0.001)
-    raise AssertionError(what)
+from .conftest import FakeClock, wait_for
 
 
 @pytest.mark.parametrize("pin", [False, True], ids=["set", "set pinned"])
