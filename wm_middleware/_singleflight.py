@@ -306,6 +306,8 @@ class Group:
         if self._flights.get(flight.key) is flight:
             del self._flights[flight.key]
         flight.detached = True
+        if flight.refresh:
+            self._refresh_failed(flight.key)
         flight.finish(None, None, cancelled=True)
 
     def _running_locked(self, key: Hashable) -> tuple[Flight | None, Flight | None]:
@@ -506,11 +508,20 @@ class Group:
         loop = running_loop() if is_async else None
         if is_async and loop is None:
             return
+        dead: Flight | None = None
         with self._lock:
-            if key in self._flights or not claim():
-                return
-            flight = Flight(key, scopes, ttl, None, loop, refresh=True)
-            self._flights[key] = flight
+            running = self._flights.get(key)
+            if running is not None and running.dead():
+                self._end_dead_locked(running)
+                running, dead = None, running
+            started = running is None and claim()
+            if started:
+                flight = Flight(key, scopes, ttl, None, loop, refresh=True)
+                self._flights[key] = flight
+        if dead is not None:
+            dead.wake()
+        if not started:
+            return
         if loop is not None:
             task = loop.create_task(self._run(flight, cast(AsyncLoad, load), False))
             flight.task = task

@@ -9,6 +9,8 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
+from .conftest import FakeClock, wait_for
+
 
 def stranded(wm: WorkingMemory[str]) -> asyncio.AbstractEventLoop:
     """Start a fetch of "z" on a loop, run it briefly, then close the loop without cancelling."""
@@ -83,3 +85,26 @@ def test_a_waiter_already_blocked_notices_the_leader_died(waiter: str) -> None:
     assert not thread.is_alive(), "the waiter is stuck behind a dead leader"
     assert results == ["fresh"]
     assert wm.stats().inflight == 0
+
+
+def test_a_refresh_whose_loop_was_closed_leaves_the_key_usable(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.set("z", "v1")
+    clock.advance(11.0)
+    loop = asyncio.new_event_loop()
+
+    async def slow() -> str:
+        await asyncio.sleep(3600)
+        return "never"
+
+    assert loop.run_until_complete(wm.asearch("z", slow)) == "v1"  # starts the refresh task
+    loop.run_until_complete(asyncio.sleep(0.01))
+    assert wm.refreshing == 1
+    loop.close()
+    assert wm.search("z", lambda: "v2") == "v1"  # the old value is served until its ttl
+    clock.advance(50.0)
+    assert run_in_thread(lambda: wm.search("z", lambda: "v2")) == ["v2"]
+    assert wm.stats().inflight == 0
+    clock.advance(11.0)
+    assert wm.search("z", lambda: "v3") == "v2"  # and it refreshes again
+    wait_for(lambda: wm.get("z") == "v3", "no refresh after the dead one")
