@@ -16,7 +16,8 @@ each distinct TTL has a queue of its entries in insertion order, which is their 
 the cache is full the heads of those queues that have expired go first, then the least recently
 used entry. Queues are cleaned lazily (an entry dropped otherwise stays queued until it reaches
 the head, or until the queues hold twice the entries and are compacted): O(1) amortised per store,
-plus one probe per distinct TTL on an eviction.
+plus one probe per distinct TTL on an eviction. Past 32 distinct TTLs, new ones share the nearest
+queue, which bounds that probe and makes "expired first" a best effort for them.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ T = TypeVar("T")
 Outcome = Literal["hit", "miss", "coalesced"]
 Tier = Literal["local", "shared"]
 _INF: Final = math.inf
+_MAX_QUEUES: Final = 32  # expiry queues, one per distinct TTL up to this many
 
 # How the group's answer reads for the caller: (outcome, tier).
 _SERVED: Final[dict[str, tuple[Outcome, Tier]]] = {
@@ -820,7 +822,13 @@ class WorkingMemory(Generic[T]):
     def _queue_locked(self, entry: _Entry) -> None:
         queue = self._expiry.get(entry.ttl)
         if queue is None:
-            queue = self._expiry[entry.ttl] = deque()
+            if len(self._expiry) < _MAX_QUEUES:
+                queue = self._expiry[entry.ttl] = deque()
+            else:
+                # Too many distinct TTLs for a queue each: share the nearest. That queue's order
+                # then only approximates expiry order, so an expired entry behind a live head
+                # waits for a read or for LRU eviction; the cost per eviction stays bounded.
+                queue = self._expiry[min(self._expiry, key=lambda ttl: abs(ttl - entry.ttl))]
         queue.append(entry)
         self._queued += 1
         if self._queued > 2 * len(self._lru) + 64:

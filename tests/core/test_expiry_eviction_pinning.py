@@ -200,3 +200,18 @@ def test_heavy_churn_with_many_ttls_keeps_the_size_bound(clock: FakeClock) -> No
     stats = wm.stats()
     assert stats.size == 10
     assert stats.evictions + stats.expirations == 5_000 - 10
+
+
+def test_many_distinct_ttls_keep_the_size_bound_and_expire_first(clock: FakeClock) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=50, ttl=60.0, clock=clock)
+    for i in range(5_000):
+        wm.set(f"q{i}", i, ttl=1.0 + i / 100)  # every entry has a TTL of its own
+        clock.advance(0.05)
+    stats = wm.stats()
+    assert stats.size == 50
+    assert stats.evictions + stats.expirations == 5_000 - 50
+    assert stats.expirations > 0
+    wm.set("live", 1, ttl=2000.0)
+    clock.advance(1000.0)  # everything else has expired now
+    wm.set("new", 2)
+    assert wm.has("live")
