@@ -2,8 +2,8 @@
 
 :class:`Group` is the whole mechanism, as Go's ``singleflight.Group``: the in-flight table, the
 leader and its waiters, and the background refresh. Its owner (the working memory) lends it its
-lock and three callbacks: ``lookup`` (is the key stored now?), ``store`` (keep a result) and
-``refresh_failed`` (re-arm a refresh that produced nothing). The group knows nothing of entries,
+lock and four callbacks: ``lookup`` (is the key stored now?), ``coalesced`` (count a follower),
+``store`` (keep a result) and ``refresh_failed`` (re-arm a refresh that produced nothing). The group knows nothing of entries,
 TTLs or tiers; a leader runs a *load*, a thunk returning a :class:`~wm_middleware.TierResult`.
 
 Callers may be asyncio tasks on one loop, tasks on several loops in several threads, plain threads,
@@ -308,6 +308,7 @@ class Group:
         flight.detached = True
         if flight.refresh:
             self._refresh_failed(flight.key)
+            self._background.discard(flight.task)  # that task will never run again
         flight.finish(None, None, cancelled=True)
 
     def _running_locked(self, key: Hashable) -> tuple[Flight | None, Flight | None]:

@@ -102,6 +102,7 @@ def test_a_refresh_whose_loop_was_closed_leaves_the_key_usable(clock: FakeClock)
     assert wm.refreshing == 1
     loop.close()
     assert wm.search("z", lambda: "v2") == "v1"  # the old value is served until its ttl
+    assert (wm.stats().inflight, wm.refreshing) == (0, 0)  # the dead refresh is let go
     clock.advance(50.0)
     assert run_in_thread(lambda: wm.search("z", lambda: "v2")) == ["v2"]
     assert wm.stats().inflight == 0
