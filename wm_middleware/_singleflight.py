@@ -3,8 +3,9 @@
 :class:`Group` is the whole mechanism, as Go's ``singleflight.Group``: the in-flight table, the
 leader and its waiters, and the background refresh. Its owner (the working memory) lends it its
 lock and four callbacks: ``lookup`` (is the key stored now?), ``coalesced`` (count a follower),
-``store`` (keep a result) and ``refresh_failed`` (re-arm a refresh that produced nothing). The group knows nothing of entries,
-TTLs or tiers; a leader runs a *load*, a thunk returning a :class:`~wm_middleware.TierResult`.
+``store`` (keep a result) and ``refresh_failed`` (re-arm a refresh that produced nothing). The
+group knows nothing of entries, TTLs or tiers; a leader runs a *load*, a thunk returning a
+:class:`~wm_middleware.TierResult`.
 
 Callers may be asyncio tasks on one loop, tasks on several loops in several threads, plain threads,
 or a mix. A :class:`Flight` is the meeting point. How a waiter is woken depends on what it is:
