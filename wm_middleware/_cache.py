@@ -421,20 +421,17 @@ class WorkingMemory(Generic[T]):
             if params:
                 raise TypeError("invalidate() with parameters needs a query")
             dropped = self.drop_local(everything=True)
-            if self._shared is not None:
-                self._shared.clear()
+            self._tell_tier(None, ())
             return dropped
         if params:
             key = make_key(query, params)
             dropped = self.drop_local(keys=(key,))
-            if self._shared is not None:
-                self._shared.invalidate(keys=(key,))
+            self._tell_tier((key,), ())
             return dropped
         normalised = normalise_query(query)
         # A query's plain entry is keyed by the query; its parameter variants carry it as a scope.
         dropped = self.drop_local(keys=(normalised,), scopes=(normalised,))
-        if self._shared is not None:
-            self._shared.invalidate(keys=(normalised,), scopes=(normalised,))
+        self._tell_tier((normalised,), (normalised,))
         return dropped
 
     def invalidate_scope(self, *scopes: Hashable) -> int:
@@ -447,13 +444,30 @@ class WorkingMemory(Generic[T]):
         if not scopes:
             return 0
         dropped = self.drop_local(scopes=scopes)
-        if self._shared is not None:
-            self._shared.invalidate(scopes=scopes)
+        self._tell_tier((), scopes)
         return dropped
 
     def clear(self) -> None:
         """Drop every entry (pinned ones too), detach every fetch in flight, tell the tier."""
         self.invalidate()
+
+    def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
+        """Pass an invalidation on to the shared tier (``keys=None``: everything).
+
+        Called outside the lock: the tier calls :meth:`drop_local` of every bound memory, this
+        one included. A tier that raises is counted as a shared error; the caller's write does
+        not fail for it.
+        """
+        shared = self._shared
+        if shared is None:
+            return
+        try:
+            if keys is None:
+                shared.clear()
+            else:
+                shared.invalidate(keys=keys, scopes=scopes)
+        except Exception:
+            self._shared_faults += 1
 
     def drop_local(
         self,
@@ -515,7 +529,10 @@ class WorkingMemory(Generic[T]):
         inflight = len(self._flights)  # ends dead flights first, so takes the lock itself
         shared_errors = self._shared_faults
         if self._shared is not None:
-            shared_errors += self._shared.errors
+            try:
+                shared_errors += self._shared.errors
+            except Exception:  # a broken tier must not break the stats (or the telemetry)
+                pass
         with self._lock:
             return CacheStats(
                 hits=self._hits,

@@ -319,3 +319,34 @@ def test_drop_local_drops_and_detaches_without_calling_the_tier(tier: LocalTier)
     leader.join(timeout=30)
     assert result == ["old"]
     assert wm.lookup("k2") is MISSING
+
+
+class BrokenTier(LocalTier):
+    """A tier whose invalidation and counters raise: the memory must carry on regardless."""
+
+    down = False  # set once bound: ``isinstance(tier, SharedTier)`` reads ``errors`` too
+
+    @property
+    def errors(self) -> int:
+        if self.down:
+            raise ConnectionError("tier down")
+        return 0
+
+    def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
+        raise ConnectionError("tier down")
+
+    def clear(self) -> None:
+        raise ConnectionError("tier down")
+
+
+def test_a_tier_whose_invalidation_raises_does_not_fail_the_caller() -> None:
+    tier = BrokenTier()
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    tier.down = True
+    wm.set("q", "v", limit=1)
+    wm.set("p", "w")
+    assert wm.invalidate_scope("q") == 1
+    assert wm.invalidate("p") == 1
+    wm.clear()
+    assert len(wm) == 0
+    assert wm.stats().shared_errors == 3  # stats() itself survives the broken counter too
