@@ -33,7 +33,7 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 from ._keys import Key, KeyMemo, make_key, normalise_query
 from ._singleflight import MISSING, AsyncLoad, Group, Load
-from ._tier import SharedTier, TierOutcome, TierResult
+from ._tier import SharedCodec, SharedTier, TierOutcome, TierResult
 
 __all__ = ["MISSING", "CacheStats", "Loaded", "Outcome", "Tier", "WorkingMemory"]
 
@@ -550,14 +550,20 @@ class WorkingMemory(Generic[T]):
 
     # -- the key-level interface: what client adapters call ------------------------------------
     def lookup(
-        self, key: Key, fetch: Callable[[], Any] | None = None, *, is_async: bool = False
+        self,
+        key: Key,
+        fetch: Callable[[], Any] | None = None,
+        *,
+        is_async: bool = False,
+        codec: SharedCodec | None = None,
     ) -> Any:
         """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
 
         Lock-free (see the module docstring). With ``refresh_after`` set and ``fetch`` given, an
         old enough hit also starts the single background refresh of its key: in a thread, or in
-        a task of the running loop when ``is_async`` (then ``fetch`` returns an awaitable).
-        Adapters build ``key`` themselves (any hashable); on ``MISSING`` they call :meth:`load`.
+        a task of the running loop when ``is_async`` (then ``fetch`` returns an awaitable), through
+        the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key`` themselves (any
+        hashable); on ``MISSING`` they call :meth:`load`.
         """
         entry = self._lru.get(key)
         if entry is None:
@@ -571,7 +577,7 @@ class WorkingMemory(Generic[T]):
             if entry.expires <= now:
                 return MISSING
             if fetch is not None and self._refresh_after is not None:
-                self._start_refresh(entry, fetch, is_async)
+                self._start_refresh(entry, fetch, is_async, codec)
         try:
             self._lru.move_to_end(key)
         except KeyError:
@@ -587,6 +593,7 @@ class WorkingMemory(Generic[T]):
         ttl: float | None = None,
         scopes: tuple[Hashable, ...] = (),
         info: object = None,
+        codec: SharedCodec | None = None,
     ) -> Loaded:
         """Look ``key`` up under the lock; on a miss lead or join its single fetch, in this thread.
 
@@ -596,7 +603,8 @@ class WorkingMemory(Generic[T]):
         invalidation or ``set`` of the key came meanwhile. ``info`` is this caller's handle (e.g.
         a span context); a follower gets the leader's in :attr:`Loaded.leader`. Counts exactly
         one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to every caller
-        sharing it and is cached nowhere.
+        sharing it and is cached nowhere. ``codec`` says how the value crosses the shared tier
+        (see :class:`~wm_middleware._tier.SharedCodec`; default: the tier's own rule).
 
         Raises:
             TypeError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
@@ -605,7 +613,7 @@ class WorkingMemory(Generic[T]):
         _check_fetch(fetch, is_async=False)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
         value, how, leader = self._flights.do(
-            key, self._sync_load(key, scopes, seconds, fetch), seconds, scopes, info
+            key, self._sync_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
         )
         outcome, tier = _SERVED[how]
         return Loaded(
@@ -620,6 +628,7 @@ class WorkingMemory(Generic[T]):
         ttl: float | None = None,
         scopes: tuple[Hashable, ...] = (),
         info: object = None,
+        codec: SharedCodec | None = None,
     ) -> Loaded:
         """Async :meth:`load`: the leader's fetch runs in a task of its own on this loop.
 
@@ -629,7 +638,7 @@ class WorkingMemory(Generic[T]):
         _check_fetch(fetch, is_async=True)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
         value, how, leader = await self._flights.ado(
-            key, self._async_load(key, scopes, seconds, fetch), seconds, scopes, info
+            key, self._async_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
         )
         outcome, tier = _SERVED[how]
         return Loaded(
@@ -656,6 +665,7 @@ class WorkingMemory(Generic[T]):
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Any],
+        codec: SharedCodec | None = None,
     ) -> Load:
         shared = self._shared
         if shared is None:
@@ -680,7 +690,7 @@ class WorkingMemory(Generic[T]):
         def load_shared(count: bool) -> TierResult:
             try:
                 try:
-                    result = shared.load(key, scopes, ttl, guarded)
+                    result = shared.load(key, scopes, ttl, guarded, codec=codec)
                 except Exception as error:
                     result = self._tier_fault(error, ran) or TierResult(guarded(), "fetched")
             except BaseException:
@@ -699,6 +709,7 @@ class WorkingMemory(Generic[T]):
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Awaitable[Any]],
+        codec: SharedCodec | None = None,
     ) -> AsyncLoad:
         shared = self._shared
         if shared is None:
@@ -723,7 +734,7 @@ class WorkingMemory(Generic[T]):
         async def load_shared(count: bool) -> TierResult:
             try:
                 try:
-                    result = await shared.aload(key, scopes, ttl, guarded)
+                    result = await shared.aload(key, scopes, ttl, guarded, codec=codec)
                 except Exception as error:
                     result = self._tier_fault(error, ran) or TierResult(await guarded(), "fetched")
             except BaseException:
@@ -756,7 +767,13 @@ class WorkingMemory(Generic[T]):
         return TierResult(got, "fetched")
 
     # -- background refresh --------------------------------------------------------------------
-    def _start_refresh(self, entry: _Entry, fetch: Callable[[], Any], is_async: bool) -> None:
+    def _start_refresh(
+        self,
+        entry: _Entry,
+        fetch: Callable[[], Any],
+        is_async: bool,
+        codec: SharedCodec | None = None,
+    ) -> None:
         now = self._clock()
 
         def claim() -> bool:  # lock held
@@ -767,9 +784,9 @@ class WorkingMemory(Generic[T]):
 
         load: Load | AsyncLoad
         if is_async:
-            load = self._async_load(entry.key, entry.scopes, entry.ttl, fetch)
+            load = self._async_load(entry.key, entry.scopes, entry.ttl, fetch, codec)
         else:
-            load = self._sync_load(entry.key, entry.scopes, entry.ttl, fetch)
+            load = self._sync_load(entry.key, entry.scopes, entry.ttl, fetch, codec)
         self._flights.refresh(entry.key, claim, load, entry.ttl, entry.scopes, is_async=is_async)
 
     def _refresh_failed_locked(self, key: Hashable) -> None:

@@ -6,7 +6,8 @@ here once, for every client family.
 
 Value isolation lives here too. A :class:`Read` carries ``encode`` (what comes back from upstream
 -> an immutable snapshot to store) and ``decode`` (snapshot -> a fresh object per caller), so a
-caller that mutates its result never changes what the next caller gets.
+caller that mutates its result never changes what the next caller gets. ``share`` says how that
+snapshot crosses a shared tier to other processes: as the API's JSON, never pickled.
 
 Nesting. Layers may stack: ``wrap(client)`` over ``instrument()``, or a model-level patch over a
 transport-level one. The outermost layer handles the call and marks the context; inner layers
@@ -26,6 +27,7 @@ from opentelemetry.trace import SpanKind
 
 from ._cache import MISSING, Loaded, WorkingMemory
 from ._telemetry import INVALIDATED, Telemetry, error_type
+from ._tier import SharedCodec
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 
@@ -65,6 +67,8 @@ class Read:
     encode: Callable[[Any], Any] = field(default=_same)
     decode: Callable[[Any], Any] = field(default=_same)
     count: Callable[[Any], int | None] = field(default=_no_count)
+    # How a snapshot (what ``encode`` made) crosses the shared tier; None: the tier's own rule.
+    share: SharedCodec | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,10 @@ class Runtime:
         telemetry: spans and metrics.
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
+
+    When ``memory`` has a shared tier with an ``on_operation`` hook (``RedisTier``), its
+    operations feed ``wm.shared.operations`` and ``wm.shared.duration`` of ``telemetry``; a hook
+    the application set itself is left in place.
     """
 
     __slots__ = ("cache", "memory", "telemetry")
@@ -94,6 +102,7 @@ class Runtime:
         self.telemetry = telemetry
         self.cache = cache
         telemetry.watch(memory)
+        _hear_tier(memory, telemetry)
 
     # -- reads ---------------------------------------------------------------------------------
     # ``read`` and ``aread`` are thin shells over the same decisions: ``_route`` (pass through,
@@ -118,15 +127,20 @@ class Runtime:
             finally:
                 _HANDLING.reset(token)
 
-        stored = memory.lookup(
-            read.key, fetch_encoded if memory.refresh_after is not None else None
-        )
+        if memory.refresh_after is None:
+            stored = memory.lookup(read.key)
+        else:
+            stored = memory.lookup(read.key, fetch_encoded, codec=read.share)
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
                 loaded = memory.load(
-                    read.key, fetch_encoded, scopes=read.scopes, info=span.get_span_context()
+                    read.key,
+                    fetch_encoded,
+                    scopes=read.scopes,
+                    info=span.get_span_context(),
+                    codec=read.share,
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
@@ -150,15 +164,20 @@ class Runtime:
             finally:
                 _HANDLING.reset(token)
 
-        stored = memory.lookup(
-            read.key, fetch_encoded if memory.refresh_after is not None else None, is_async=True
-        )
+        if memory.refresh_after is None:
+            stored = memory.lookup(read.key)
+        else:
+            stored = memory.lookup(read.key, fetch_encoded, is_async=True, codec=read.share)
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
                 loaded = await memory.aload(
-                    read.key, fetch_encoded, scopes=read.scopes, info=span.get_span_context()
+                    read.key,
+                    fetch_encoded,
+                    scopes=read.scopes,
+                    info=span.get_span_context(),
+                    codec=read.share,
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
@@ -182,7 +201,7 @@ class Runtime:
             with telemetry.read_span(
                 read.operation, read.server, read.query, SpanKind.INTERNAL
             ) as span:
-                telemetry.end_read(span, "hit", read.count(value), None)
+                telemetry.end_read(span, "hit", read.count(value), None, "local")
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
         elif telemetry.sample_hit():
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
@@ -199,7 +218,11 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count(result, read.operation)
         telemetry.end_read(
-            span, result, read.count(value), loaded.leader if result == "coalesced" else None
+            span,
+            result,
+            read.count(value),
+            loaded.leader if result == "coalesced" else None,
+            None if result == "miss" else loaded.tier,
         )
         telemetry.record_duration(time.perf_counter() - start, result, read.operation)
         return value
@@ -340,4 +363,21 @@ class Runtime:
             if span.is_recording():
                 span.set_attribute(INVALIDATED, dropped)
         except Exception:  # pragma: no cover - telemetry never reaches the caller
+            pass
+
+
+def _hear_tier(memory: WorkingMemory[Any], telemetry: Telemetry) -> None:
+    """Point the shared tier's ``on_operation`` hook at ``telemetry.record_shared``.
+
+    Replaces only an empty hook or one an earlier runtime set (a new ``instrument()`` over the
+    same memory reports to the new telemetry); a hook of the application's own stays.
+    """
+    tier = memory.shared
+    if tier is None or not hasattr(tier, "on_operation"):
+        return
+    current = getattr(tier, "on_operation", None)
+    if current is None or isinstance(getattr(current, "__self__", None), Telemetry):
+        try:
+            tier.on_operation = telemetry.record_shared
+        except Exception:  # a tier that refuses the hook still works, unobserved
             pass

@@ -437,7 +437,7 @@ class Telemetry:
                 span.set_attribute(RECORD_COUNT, records)
             if tier is not None:
                 span.set_attribute(CACHE_TIER, tier)
-            if result == "coalesced":
+            if result in ("coalesced", "hit"):
                 _make_internal(span)
             if isinstance(leader, SpanContext) and leader.is_valid:
                 span.add_link(leader, {"wm.link": "coalesced_into"})
@@ -470,9 +470,10 @@ class Telemetry:
 
 
 def _make_internal(span: GuardedSpan | Span) -> None:
-    """A coalesced read makes no request of its own: INTERNAL, like a hit.
+    """A coalesced read, or a hit found only past the lock-free lookup (in L1 under the lock, or
+    in the shared tier), makes no request to the memory service: INTERNAL, like a plain hit.
 
-    The runtime starts the span before it knows the read will be coalesced, and the API has no
+    The runtime starts the span before it knows how the read will be served, and the API has no
     way to change a span's kind; the SDK span keeps it in ``_kind`` until it ends.
     """
     inner = span.span if isinstance(span, GuardedSpan) else span

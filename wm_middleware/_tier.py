@@ -11,6 +11,8 @@ Contract for an implementation:
   cached nowhere.
 * ``invalidate`` / ``clear`` reach every process sharing the tier, including this one's L1 via
   :meth:`InvalidationSink.drop_local` of the memories bound to the tier.
+* With a :class:`SharedCodec` a value crosses the tier as ``codec.dump(value)`` and comes back as
+  ``codec.load(data)``; without one the tier decides how (``RedisTier``: JSON values only).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-__all__ = ["InvalidationSink", "SharedTier", "TierOutcome", "TierResult"]
+__all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierOutcome", "TierResult"]
 
 TierOutcome = Literal["fetched", "shared_hit", "shared_wait"]
 """How the tier produced a value: this process fetched it, it was stored in the shared tier, or
@@ -35,6 +37,28 @@ class TierResult:
     # False while the tier cannot promise to deliver invalidations to this process (its
     # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
     keep_local: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class SharedCodec:
+    """How one kind of cached value crosses the shared tier: as JSON data, never pickled.
+
+    A writer to a shared store must not be able to run code in its readers, so what other
+    processes read is plain data, usually the API's own response body, from which each reader
+    rebuilds the client's own return type.
+
+    * ``dump(snapshot)``: the value the working memory holds (an adapter's snapshot) as JSON data
+      (dicts with str keys, lists, str, int, float, bool), or ``None`` to keep it in this
+      process only.
+    * ``load(data)``: a snapshot rebuilt from that data, which the adapter decodes for its
+      callers into an object ``==`` to the one ``dump`` was given, of the same type. It may raise
+      on data it cannot read: the tier then treats the entry as a miss.
+
+    Both run only when the tier is used (a store, a shared hit or wait), never on an L1 hit.
+    """
+
+    dump: Callable[[Any], Any]
+    load: Callable[[Any], Any]
 
 
 class InvalidationSink(Protocol):
@@ -70,8 +94,13 @@ class SharedTier(Protocol):
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Any],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
-        """Shared hit, or wait for another process's fetch, or lease, fetch and store."""
+        """Shared hit, or wait for another process's fetch, or lease, fetch and store.
+
+        ``codec``, when given, turns the fetched value into what is stored and a stored entry
+        back into a value (see :class:`SharedCodec`).
+        """
         ...
 
     async def aload(
@@ -80,6 +109,7 @@ class SharedTier(Protocol):
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Awaitable[Any]],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
         """Async :meth:`load`."""
         ...

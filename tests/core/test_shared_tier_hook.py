@@ -1,7 +1,8 @@
 """The seam to a shared second tier, exercised with a small in-process tier.
 
 Order (L1, then the local flight, then the tier, then the fetch), accounting, ``keep_local``,
-invalidation fan-out, and that neither a broken tier nor the seam ever changes a fetch's error.
+the codec an adapter hands the tier, invalidation fan-out, and that neither a broken tier nor the
+seam ever changes a fetch's error.
 """
 
 from __future__ import annotations
@@ -15,11 +16,20 @@ import pytest
 
 from wm_middleware import WorkingMemory
 from wm_middleware._cache import MISSING
-from wm_middleware._tier import InvalidationSink, SharedTier, TierOutcome, TierResult
+from wm_middleware._tier import (
+    InvalidationSink,
+    SharedCodec,
+    SharedTier,
+    TierOutcome,
+    TierResult,
+)
 
 
 class LocalTier:
-    """A shared tier held in a dict. ``answer`` forces the outcome of the next loads."""
+    """A shared tier held in a dict. ``answer`` forces the outcome of the next loads.
+
+    With a codec it stores ``codec.dump(value)`` (nothing when that is None) and answers a hit
+    with ``codec.load(stored)``, as a tier shared by processes does."""
 
     def __init__(self) -> None:
         self.stored: dict[Hashable, Any] = {}
@@ -39,28 +49,37 @@ class LocalTier:
     def bind(self, memory: InvalidationSink) -> None:
         self.bound.append(memory)
 
-    def _answer(self, key: Hashable) -> TierResult | None:
+    def _answer(self, key: Hashable, codec: SharedCodec | None) -> TierResult | None:
         if self.broken == "before":
             raise ConnectionError("tier down")
         if self.answer is not None:
             outcome, value = self.answer
             return TierResult(value, outcome, self.keep_local)
         if key in self.stored:
-            return TierResult(self.stored[key], "shared_hit", self.keep_local)
+            value = self.stored[key]
+            value = value if codec is None else codec.load(value)
+            return TierResult(value, "shared_hit", self.keep_local)
         return None
 
-    def _fetched(self, key: Hashable, value: Any) -> TierResult:
+    def _fetched(self, key: Hashable, value: Any, codec: SharedCodec | None) -> TierResult:
         if self.broken == "after":
             raise ConnectionError("tier lost the store")
-        self.stored[key] = value
+        shared = value if codec is None else codec.dump(value)
+        if shared is not None:
+            self.stored[key] = shared
         return TierResult(value, "fetched", self.keep_local)
 
     def load(
-        self, key: Hashable, scopes: tuple[Hashable, ...], ttl: float, fetch: Callable[[], Any]
+        self,
+        key: Hashable,
+        scopes: tuple[Hashable, ...],
+        ttl: float,
+        fetch: Callable[[], Any],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
         self.calls.append(("load", key, scopes, ttl))
         self.release.wait(timeout=30)
-        return self._answer(key) or self._fetched(key, fetch())
+        return self._answer(key, codec) or self._fetched(key, fetch(), codec)
 
     async def aload(
         self,
@@ -68,11 +87,12 @@ class LocalTier:
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Awaitable[Any]],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
         self.calls.append(("load", key, scopes, ttl))
         while not self.release.is_set():  # noqa: ASYNC110 - released from another thread
             await asyncio.sleep(0.001)
-        return self._answer(key) or self._fetched(key, await fetch())
+        return self._answer(key, codec) or self._fetched(key, await fetch(), codec)
 
     def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
         keys, scopes = tuple(keys), tuple(scopes)
@@ -174,6 +194,42 @@ def test_load_reports_the_outcome_and_the_tier(
     assert loaded.leader == ("my span" if outcome == "miss" else None)
     again = wm.load("key", lambda: "other")
     assert (again.value, again.outcome, again.tier) == ("v", "hit", "local")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_the_codec_given_to_load_carries_the_value_across_the_tier_and_only_there(
+    tier: LocalTier, mode: str
+) -> None:
+    calls: list[str] = []
+
+    def dump(snapshot: bytes) -> Any:
+        calls.append("dump")
+        return {"text": snapshot.decode()}
+
+    def load(data: Any) -> bytes:
+        calls.append("load")
+        return str(data["text"]).encode()
+
+    codec = SharedCodec(dump, load)
+
+    def call(wm: WorkingMemory[Any], value: bytes) -> Any:
+        if mode == "sync":
+            return wm.load("key", lambda: value, codec=codec)
+
+        async def fetch() -> bytes:
+            return value
+
+        return asyncio.run(wm.aload("key", fetch, codec=codec))
+
+    writer: WorkingMemory[Any] = WorkingMemory(shared=tier)
+    assert call(writer, b"snapshot").value == b"snapshot"
+    assert tier.stored["key"] == {"text": "snapshot"}  # what other processes read: plain data
+    assert call(writer, b"other").value == b"snapshot"  # an L1 hit: no codec call
+    assert calls == ["dump"]
+    reader: WorkingMemory[Any] = WorkingMemory(shared=tier)  # another process, sharing the tier
+    loaded = call(reader, b"fetched there")
+    assert (loaded.value, loaded.outcome, loaded.tier) == (b"snapshot", "hit", "shared")
+    assert calls == ["dump", "load"]
 
 
 def test_local_followers_share_the_leaders_one_tier_call(tier: LocalTier) -> None:

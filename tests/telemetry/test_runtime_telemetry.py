@@ -80,7 +80,7 @@ async def test_miss_then_hit_make_one_search_memory_span_each(otel: Otel, mode: 
         "gen_ai.memory.store.id": "supermemory",
     }
     assert attributes(miss) == {**common, "wm.cache.result": "miss"}
-    assert attributes(hit) == {**common, "wm.cache.result": "hit"}
+    assert attributes(hit) == {**common, "wm.cache.result": "hit", "wm.cache.tier": "local"}
     assert miss.kind is SpanKind.CLIENT
     assert miss.status.status_code is StatusCode.UNSET
     assert hit.status.status_code is StatusCode.UNSET
