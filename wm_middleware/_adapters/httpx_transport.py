@@ -18,7 +18,9 @@ matched on the tail of the path (any base path in front, e.g. ``/v5/`` or ``/api
 the method, the URL (scheme, host, port, path, query), a fingerprint of the credentials
 (``Authorization`` or ``x-api-key``) and the canonical JSON body (the raw bytes when it is not
 JSON). The stored value is the status, the headers and the *decoded* body; every hit gets a fresh
-``httpx.Response``, so callers never share one.
+``httpx.Response``, so callers never share one. Other processes (the shared tier) get the status,
+the ``Content-Type`` and the body text: headers that describe one exchange (dates, cookies,
+request ids, rate limits) are never replayed to another process's caller.
 
 Never cached: non-2xx answers, GETs, other paths, request bodies that are unread streams, and, for
 the ``Client.send`` patches, ``stream=True`` sends and requests whose credentials an httpx ``auth``
@@ -47,6 +49,7 @@ import httpx
 from .._cache import WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
+from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import fingerprint, read_scopes, server_of
 from ._routes import find_in, read_tags, written
@@ -213,6 +216,54 @@ def _records(content: bytes) -> int | None:
     return None
 
 
+# Headers of a stored answer that other processes get: what the body means, nothing of the
+# exchange it came from.
+_SHARED_HEADERS: Final = frozenset({b"content-type"})
+
+
+def _share(stored: _Stored) -> Any:
+    """A 2xx answer as JSON data for the shared tier; ``None`` (kept local) for a binary body."""
+    try:
+        body = stored.content.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return {
+        "status": stored.status,
+        "headers": [
+            [name.decode("latin-1"), value.decode("latin-1")]
+            for name, value in stored.headers
+            if name.lower() in _SHARED_HEADERS
+        ],
+        "body": body,
+        "http_version": None if stored.http_version is None else stored.http_version.decode(),
+    }
+
+
+def _unshare(data: Any) -> _Stored:
+    """The :class:`_Stored` of :func:`_share`'s data; raises on anything else."""
+    status = data["status"]
+    if type(status) is not int or not 200 <= status < 300:
+        raise ValueError(f"a shared answer has a 2xx status, not {status!r}")
+    headers = tuple(
+        (str(name).encode("latin-1"), str(value).encode("latin-1"))
+        for name, value in data["headers"]
+        if str(name).lower().encode("latin-1") in _SHARED_HEADERS
+    )
+    content = str(data["body"]).encode("utf-8")
+    version = data.get("http_version")
+    return _Stored(
+        status,
+        headers,
+        content,
+        version.encode("ascii") if isinstance(version, str) else None,
+        None,
+        _records(content),
+    )
+
+
+_SHARED: Final = SharedCodec(_share, _unshare)
+
+
 Replay = Callable[[_Stored, httpx.Request], httpx.Response]
 
 
@@ -232,6 +283,7 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
         spec.query,
         decode=decode,
         count=lambda response: records[0],
+        share=_SHARED,
     )
 
 

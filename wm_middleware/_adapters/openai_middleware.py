@@ -7,10 +7,11 @@ aiohttp is missing), not through the SDK or httpx, so no other adapter sees it.
 module attribute catches every chat completion, sync (``asyncio.run`` per call) or async.
 
 Cached: the returned ``SupermemoryProfileSearch``, stored as a JSON snapshot of its plain dicts and
-rebuilt fresh for every caller. Keyed by tenant (base URL, fingerprint of the key), container tag
-and query text. Never cached: ``SupermemoryAPIError`` and network errors, which reach the caller
-unchanged. The middleware's write (``add_memory_tool`` -> ``supermemory.Supermemory.add``) goes
-through the SDK, whose adapter invalidates the container tag.
+rebuilt fresh for every caller; other processes (the shared tier) get those dicts as JSON data.
+Keyed by tenant (base URL, fingerprint of the key), container tag and query text. Never cached:
+``SupermemoryAPIError`` and network errors, which reach the caller unchanged. The middleware's
+write (``add_memory_tool`` -> ``supermemory.Supermemory.add``) goes through the SDK, whose adapter
+invalidates the container tag.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._runtime import Read, Runtime
+from .._tier import SharedCodec
 from . import Patch
 from ._requests import canonical, read_scopes, server_of, tenant_of
 
@@ -53,13 +55,27 @@ def _decode(stored: tuple[type[Any], str]) -> Any:
     return kind(json.loads(snapshot))
 
 
+def _shared_codec(kind: type[Any]) -> SharedCodec:
+    """The snapshot's dicts as JSON data; ``kind`` (the function's result type) rebuilt."""
+
+    def dump(stored: tuple[type[Any], str]) -> Any:
+        return json.loads(stored[1]) if stored[0] is kind else None
+
+    def load(data: Any) -> tuple[type[Any], str]:
+        if not isinstance(data, dict) or set(data) - {"profile", "searchResults"}:
+            raise ValueError("a shared profile search is {'profile': ..., 'searchResults': ...}")
+        return kind, json.dumps(data)
+
+    return SharedCodec(dump, load)
+
+
 def _count(result: Any) -> int | None:
     found = result.search_results
     results = found.get("results") if isinstance(found, dict) else None
     return len(results) if isinstance(results, list) else None
 
 
-def _profile_search(runtime: Runtime) -> Any:
+def _profile_search(runtime: Runtime, share: SharedCodec | None) -> Any:
     def wrapper(
         wrapped: Callable[..., Awaitable[Any]],
         instance: Any,
@@ -86,6 +102,7 @@ def _profile_search(runtime: Runtime) -> Any:
                 encode=_encode,
                 decode=_decode,
                 count=_count,
+                share=share,
             )
         except Exception:  # never fail a call for our own reasons
             return wrapped(*args, **kwargs)
@@ -102,7 +119,9 @@ def patches(runtime: Runtime) -> list[Patch]:
         return []
     if not callable(getattr(module, _FUNCTION, None)):
         return []
-    return [Patch(_MODULE, _FUNCTION, _profile_search(runtime))]
+    kind = getattr(module, "SupermemoryProfileSearch", None)
+    share = _shared_codec(kind) if isinstance(kind, type) else None
+    return [Patch(_MODULE, _FUNCTION, _profile_search(runtime, share))]
 
 
 def wrap(client: object, runtime: Runtime) -> object | None:

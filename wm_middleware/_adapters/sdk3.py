@@ -10,7 +10,9 @@ Each call is classified by (HTTP method, path) before the wrapped function runs 
 
 * cacheable reads (``search.memories``, ``search.execute``, ``search.documents``, ``profile``,
   ``documents.list``) go through ``Runtime.read``; the cached value is the
-  SDK's own response model, pickled, and unpickled into a fresh object per caller;
+  SDK's own response model, pickled, and unpickled into a fresh object per caller. Other
+  processes (the shared tier) get the API's JSON body instead, never the pickle, and rebuild the
+  model with the SDK's own ``construct_type``, as the SDK does from the wire;
 * raw and streaming responses of those reads (``X-Stainless-Raw-Response``) are observed but
   never cached;
 * writes invalidate the container tags they name (``batch_add``: every item's too), or the whole
@@ -31,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .._runtime import Read, Runtime, Write, handled_outside
+from .._tier import SharedCodec
 from . import Bypass, Patch, Wrapper, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import find, read_tags, written
@@ -118,6 +121,27 @@ def _encode(value: Any) -> bytes:
     never leave this process and are only ever made from objects the SDK itself built.
     """
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+@lru_cache(maxsize=256)
+def _shared_codec(cast_to: type) -> SharedCodec:
+    """How a ``cast_to`` response crosses the shared tier: its API body, as JSON data.
+
+    The pickle stays in this process (only ever made here, from objects the SDK built). Readers
+    rebuild ``cast_to`` from the body with the SDK's ``construct_type``, as the client does from
+    the wire, then keep it pickled in their L1 like any other entry.
+    """
+    from supermemory._models import construct_type
+
+    def dump(snapshot: bytes) -> Any:
+        return pickle.loads(snapshot).to_dict(mode="json")
+
+    def load(body: Any) -> bytes:
+        if not isinstance(body, dict):
+            raise TypeError(f"a {cast_to.__name__} body is a JSON object")
+        return _encode(construct_type(type_=cast_to, value=body))
+
+    return SharedCodec(dump, load)
 
 
 @dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: a memo key part
@@ -233,6 +257,7 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         encode=_encode,
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
         count=_count,
+        share=_shared_codec(cast_to),
     )
     if memo_key is not None:
         if len(client.reads) >= _MEMO_ENTRIES:

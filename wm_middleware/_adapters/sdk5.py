@@ -16,6 +16,8 @@ Where it hooks, and why there:
 Values: responses are frozen pydantic models whose lists and dicts still mutate. The cache holds
 a JSON string of ``model_dump(mode="json", by_alias=True, exclude_unset=True)`` and every hit
 rebuilds a fresh model with the SDK's own ``construct_type``, as the SDK does from the wire.
+Other processes (the shared tier) get that JSON as data; the type they rebuild is the one the
+called method is declared to return, never one named by the stored entry.
 """
 
 from __future__ import annotations
@@ -23,11 +25,13 @@ from __future__ import annotations
 import copy as _copy
 import json
 from collections.abc import Callable, Mapping
+from functools import cache
 from typing import Any
 
 import wrapt
 
 from .._runtime import Read, Runtime, Write, handled_outside
+from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import find, written
@@ -102,6 +106,39 @@ def _decode(stored: tuple[Any, ...]) -> Any:
     return _copy.deepcopy(payload)
 
 
+@cache  # one per operation in _READS
+def _shared_codec(operation: str) -> SharedCodec | None:
+    """How the response of ``operation`` crosses the shared tier: its JSON, as data.
+
+    The class to rebuild is the return annotation of the generated method (Fern writes it as a
+    name of the client module); ``None`` when it cannot be found, and the value stays local.
+    """
+    try:
+        import supermemory.client
+
+        method = getattr(supermemory.client.Supermemory, operation)
+        returned = method.__annotations__["return"]
+        cls = method.__globals__[returned] if isinstance(returned, str) else returned
+        if not isinstance(cls, type):
+            return None
+    except Exception:
+        return None
+
+    def dump(snapshot: tuple[Any, ...]) -> Any:
+        kind, stored_cls, payload = snapshot
+        return json.loads(payload) if kind == "json" and stored_cls is cls else None
+
+    def load(body: Any) -> tuple[Any, ...]:
+        # Built once here, so a body the model cannot take is a miss, not a caller's error.
+        from supermemory.core.unchecked_base_model import construct_type
+
+        if not isinstance(body, dict):
+            raise TypeError(f"a {cls.__name__} body is a JSON object")
+        return _encode(construct_type(type_=cls, object_=body))
+
+    return SharedCodec(dump, load)
+
+
 def _count(value: Any) -> int | None:
     try:
         results = getattr(value, "results", None)
@@ -156,6 +193,7 @@ def _describe_read(
         encode=_encode,
         decode=_decode,
         count=_count,
+        share=_shared_codec(operation),
     )
 
 
