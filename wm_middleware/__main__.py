@@ -2,8 +2,10 @@
 
 ``wm-middleware demo`` runs a scripted agent through supermemory-openai-sdk's ``SupermemoryTools``
 against the bundled emulator twice, uncached and with ``instrument()``, then prints the
-comparison and a trace waterfall; it needs the ``demo`` extra. ``wm-middleware serve`` runs the
-emulator in the foreground; it needs the ``server`` extra.
+comparison and a trace waterfall; it needs the ``demo`` extra. ``wm-middleware demo --workers N``
+runs it in N processes instead, local-only then with a shared tier on Redis / Valkey, and compares
+the two. ``wm-middleware serve`` runs the emulator in the foreground; it needs the ``server``
+extra.
 """
 
 from __future__ import annotations
@@ -83,6 +85,15 @@ def _http_url(text: str) -> str:
     return text.strip().rstrip("/")
 
 
+def _redis_url(text: str) -> str:
+    value = text.strip()
+    if not value.startswith(("redis://", "rediss://", "unix://")):
+        raise argparse.ArgumentTypeError(
+            f"expected a URL starting with redis://, rediss:// or unix://, got {text!r}"
+        )
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wm-middleware",
@@ -146,6 +157,21 @@ def _parser() -> argparse.ArgumentParser:
         help="Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
     )
 
+    demo.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help="run the agent loop in N worker processes, local-only then with a shared tier on "
+        "Redis / Valkey, and compare upstream requests and wall time (emulator only)",
+    )
+    demo.add_argument(
+        "--redis-url",
+        type=_redis_url,
+        metavar="URL",
+        help="with --workers: the Redis / Valkey server of the shared tier (default: an embedded "
+        "valkey-server for the demo)",
+    )
+
     demo.set_defaults(command_parser=demo)
 
     serve = commands.add_parser(
@@ -177,7 +203,56 @@ def _missing_extra(error: ImportError, extra: str) -> int:
     return 1
 
 
+# Options of the two-run demo that a --workers run has no use for.
+_NOT_WITH_WORKERS = ("api_key", "base_url", "otlp_endpoint", "duration", "html")
+
+
+def _demo_fleet(args: argparse.Namespace) -> int:
+    """``demo --workers N``: local-only vs shared across N processes; one line on an error."""
+    try:
+        from rich.console import Console
+
+        from .demo.fleet import FleetOptions, fleet_summary, fleet_table, run_fleet
+        from .demo.runner import DemoError
+    except ImportError as error:
+        return _missing_extra(error, "demo")
+    options = FleetOptions(args.workers, args.turns, args.latency_ms, args.redis_url)
+    out = Console(highlight=False)
+    out.soft_wrap = not out.is_terminal
+    if not args.json:
+        out.print(
+            f"wm-middleware demo: a scripted agent in {args.workers} worker processes, "
+            f"{args.turns} turns each against the emulator ({args.latency_ms:g} ms latency), "
+            "local-only then with a shared tier"
+        )
+    try:
+        result = run_fleet(options)
+    except ImportError as error:
+        return _missing_extra(error, "demo")
+    except DemoError as error:
+        print(f"wm-middleware demo: {error}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(fleet_summary(result), indent=2))
+    else:
+        out.print()
+        out.print(fleet_table(result))
+        saved = result.local.upstream - result.shared.upstream
+        out.print(
+            f"The shared tier saved {saved} of {result.local.upstream} upstream requests: a "
+            "query one process fetched served the others, and each write reached every "
+            "process's memory."
+        )
+    failed = result.local.failed + result.shared.failed
+    if failed:
+        print(f"wm-middleware demo: {failed} tool calls failed", file=sys.stderr)
+        return 1
+    return 0
+
+
 def _demo(args: argparse.Namespace) -> int:
+    if args.workers is not None:
+        return _demo_fleet(args)
     try:
         from rich.console import Console
 
@@ -333,7 +408,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if args.command == "demo":
-            if args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
+            if args.redis_url and args.workers is None:
+                command_parser.error("--redis-url needs --workers")
+            if args.workers is not None:
+                given = [name for name in _NOT_WITH_WORKERS if getattr(args, name)]
+                if given:
+                    option = "--" + given[0].replace("_", "-")
+                    command_parser.error(f"--workers runs against the emulator; drop {option}")
+            elif args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
                 command_parser.error("--base-url needs --api-key or SUPERMEMORY_API_KEY")
             return _demo(args)
         return _serve(args)

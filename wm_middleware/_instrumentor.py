@@ -12,6 +12,7 @@ import importlib
 import logging
 import math
 import os
+import re
 import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
@@ -28,6 +29,7 @@ from ._adapters import ADAPTERS, Patch
 from ._cache import WorkingMemory
 from ._runtime import Runtime
 from ._telemetry import Telemetry
+from ._tier import SharedTier
 from .package import _instruments
 
 __all__ = ["WorkingMemoryInstrumentor", "instrument", "uninstrument", "wrap"]
@@ -41,6 +43,9 @@ ENV_TTL = "WM_MIDDLEWARE_TTL"
 ENV_CACHE = "WM_MIDDLEWARE_CACHE"
 ENV_TRACE_HITS = "WM_MIDDLEWARE_TRACE_HITS"
 ENV_HTTPX = "WM_MIDDLEWARE_HTTPX"
+ENV_SHARED_URL = "WM_MIDDLEWARE_SHARED_URL"
+
+_SHARED_SCHEMES = ("redis://", "rediss://", "unix://")
 
 # Serialises instrument()/uninstrument() across threads: BaseInstrumentor checks and sets its
 # "instrumented" flag without a lock, so two threads could both patch and one record be lost.
@@ -82,6 +87,53 @@ def _env_number(name: str, default: float, kind: type[int] | type[float], rule: 
     return value
 
 
+def _shown(url: str) -> str:
+    """``url`` for an error message, without the password it may carry."""
+    return repr(re.sub(r"(?<=//)[^@/]*@", "***@", url))
+
+
+def _shared_tier(shared: object, name: str = "shared") -> SharedTier | None:
+    """``shared=`` as a tier: ``None``, a tier as it is, or ``RedisTier(url)`` for a URL.
+
+    Nothing connects here: the tier connects lazily, in the process that first uses it.
+
+    Raises:
+        TypeError: neither a URL nor a tier.
+        ValueError: a URL of another scheme.
+        ImportError: a URL without redis-py installed (the ``redis`` extra).
+    """
+    if shared is None or isinstance(shared, SharedTier):
+        return shared
+    if not isinstance(shared, str):
+        raise TypeError(
+            f"{name} must be a redis:// URL or a RedisTier, not {type(shared).__name__}"
+        )
+    if not shared.startswith(_SHARED_SCHEMES):
+        raise ValueError(
+            f"{name} must be a redis://, rediss:// or unix:// URL, got {_shown(shared)}"
+        )
+    try:
+        from ._redis_tier import RedisTier
+    except ImportError:
+        raise ImportError(f"{name} needs redis-py: pip install 'wm-middleware[redis]'") from None
+    return RedisTier(shared)
+
+
+def _env_shared() -> SharedTier | None:
+    """The tier ``WM_MIDDLEWARE_SHARED_URL`` names, or ``None`` when it is unset or empty.
+
+    Raises:
+        ValueError: any problem with it, in one line naming the variable.
+    """
+    raw = os.environ.get(ENV_SHARED_URL)
+    if raw is None or not raw.strip():
+        return None
+    try:
+        return _shared_tier(raw.strip(), ENV_SHARED_URL)
+    except (TypeError, ValueError, ImportError) as error:
+        raise ValueError(str(error)) from None
+
+
 def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     """``kwargs`` completed from the environment, reading only what was not passed.
 
@@ -94,6 +146,8 @@ def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
             settings["max_entries"] = _env_number(ENV_MAX_ENTRIES, 100, int, "an integer >= 1")
         if "ttl" not in settings:
             settings["ttl"] = _env_number(ENV_TTL, 60.0, float, "a number of seconds > 0")
+        if "shared" not in settings:
+            settings["shared"] = _env_shared()
     for name, variable, default in (
         ("cache", ENV_CACHE, True),
         ("trace_hits", ENV_TRACE_HITS, True),
@@ -104,12 +158,19 @@ def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return settings
 
 
-def _memory_from(working_memory: object, max_entries: int, ttl: float) -> WorkingMemory[Any]:
+def _memory_from(
+    working_memory: object, max_entries: int, ttl: float, shared: object = None
+) -> WorkingMemory[Any]:
+    """The working memory to use: ``working_memory``, or a new one (with ``shared``'s tier)."""
     if working_memory is None:
-        return WorkingMemory(max_entries=max_entries, ttl=ttl)
+        return WorkingMemory(max_entries=max_entries, ttl=ttl, shared=_shared_tier(shared))
     if not isinstance(working_memory, WorkingMemory):
         raise TypeError(
             f"working_memory must be a WorkingMemory, not {type(working_memory).__name__}"
+        )
+    if shared is not None and shared is not working_memory.shared:
+        raise ValueError(
+            "pass shared= to the WorkingMemory you give (WorkingMemory(shared=...)), not beside it"
         )
     return working_memory
 
@@ -141,9 +202,10 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     A singleton, like every ``BaseInstrumentor``; ``instrument()`` and ``uninstrument()`` may be
     called from any thread. Settings not passed to ``instrument()`` (the
     ``opentelemetry-instrument`` loader passes none) come from ``WM_MIDDLEWARE_MAX_ENTRIES``
-    (int >= 1), ``WM_MIDDLEWARE_TTL`` (seconds > 0), ``WM_MIDDLEWARE_CACHE``,
-    ``WM_MIDDLEWARE_TRACE_HITS`` and ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only
-    when its setting is missing (``working_memory=`` covers size and ttl). Prefer
+    (int >= 1), ``WM_MIDDLEWARE_TTL`` (seconds > 0), ``WM_MIDDLEWARE_SHARED_URL`` (a redis:// URL
+    for a shared ``RedisTier``), ``WM_MIDDLEWARE_CACHE``, ``WM_MIDDLEWARE_TRACE_HITS`` and
+    ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only when its setting is missing
+    (``working_memory=`` covers size, ttl and the shared tier). Prefer
     :func:`wm_middleware.instrument`, which validates its arguments, raises on bad ones, and
     returns the working memory.
     """
@@ -184,7 +246,10 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
 
     def _instrument(self, **kwargs: Any) -> WorkingMemory[Any]:
         memory = _memory_from(
-            kwargs.get("working_memory"), kwargs.get("max_entries", 100), kwargs.get("ttl", 60.0)
+            kwargs.get("working_memory"),
+            kwargs.get("max_entries", 100),
+            kwargs.get("ttl", 60.0),
+            kwargs.get("shared"),
         )
         telemetry = Telemetry(
             kwargs.get("tracer_provider"),
@@ -247,6 +312,7 @@ def instrument(
     trace_hits: bool = True,
     httpx: bool = False,
     otlp_endpoint: str | None = None,
+    shared: str | SharedTier | None = None,
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
 
@@ -264,9 +330,13 @@ def instrument(
         httpx: also cache plain ``httpx`` clients that call the API paths.
         otlp_endpoint: install SDK providers exporting over OTLP/HTTP to this endpoint, unless the
             application configured its own (see :func:`wm_middleware.configure_otlp`).
+        shared: a second tier shared by every process using it: a ``redis://`` / ``rediss://``
+            URL (a ``RedisTier(url)`` is made; needs the ``redis`` extra) or a ``RedisTier``.
+            With ``working_memory``, give the tier to that memory instead.
 
     Raises:
         TypeError, ValueError: a bad argument.
+        ImportError: ``shared`` is a URL and redis-py is not installed.
     """
     with _LOCK:
         return _instrument_once(
@@ -279,6 +349,7 @@ def instrument(
             trace_hits=trace_hits,
             httpx=httpx,
             otlp_endpoint=otlp_endpoint,
+            shared=shared,
         )
 
 
@@ -293,14 +364,15 @@ def _instrument_once(
     trace_hits: bool,
     httpx: bool,
     otlp_endpoint: str | None,
+    shared: str | SharedTier | None,
 ) -> WorkingMemory[Any]:
     instrumentor = WorkingMemoryInstrumentor()
     if instrumentor.is_instrumented_by_opentelemetry and instrumentor.runtime is not None:
         return instrumentor.runtime.memory
-    memory = _memory_from(working_memory, max_entries, ttl)
     for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+    memory = _memory_from(working_memory, max_entries, ttl, shared)
     if otlp_endpoint is not None:
         from ._otlp import configure_otlp
 
@@ -341,18 +413,22 @@ def wrap(
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     trace_hits: bool = True,
+    shared: str | SharedTier | None = None,
 ) -> Any:
     """A cached copy of ``client``, without monkeypatching anything.
 
     Works for supermemory 3.x and 5.x clients, sync and async. The copy's reads go through the
     working memory (``copy.working_memory``) and its writes invalidate; ``client`` itself stays
     uncached and unmodified. Under an active :func:`instrument` a call through the copy is cached
-    and traced once, by the copy.
+    and traced once, by the copy. ``shared`` is a second tier shared with other processes, as for
+    :func:`instrument`.
 
     Raises:
         TypeError: ``client`` is not a client this library knows, or a bad argument.
+        ValueError: a bad argument value.
+        ImportError: ``shared`` is a URL and redis-py is not installed.
     """
-    memory = _memory_from(working_memory, max_entries, ttl)
+    memory = _memory_from(working_memory, max_entries, ttl, shared)
     runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider, trace_hits=trace_hits))
     for module in _adapter_modules():
         wrapper = getattr(module, "wrap", None)

@@ -33,6 +33,7 @@ ENV = {
     "WM_MIDDLEWARE_CACHE": "maybe",
     "WM_MIDDLEWARE_TRACE_HITS": "sometimes",
     "WM_MIDDLEWARE_HTTPX": "2",
+    "WM_MIDDLEWARE_SHARED_URL": "http://cache:6379",
 }
 
 
