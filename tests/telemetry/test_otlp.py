@@ -454,3 +454,53 @@ def test_unsupported_protocol_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
         configure_otlp("http://127.0.0.1:4318")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", " GRPC ")
     assert otlp_protocol("metrics") == "grpc"
+
+
+# -- examples/observability.py: the protocol of the environment, reachability by a real export ---
+def _observability_example(**env: str) -> subprocess.CompletedProcess[str]:
+    from ..demo._run import run
+
+    return run("examples/observability.py", OTEL_SERVICE_NAME="observability-example", **env)
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_observability_example_exports_over_the_protocol_of_the_environment(
+    receiver: tuple[str, Received], grpc_receiver: tuple[str, Received], protocol: str
+) -> None:
+    endpoint, received = grpc_receiver if protocol == "grpc" else receiver
+
+    result = _observability_example(
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"exporting traces and metrics to {endpoint} over {protocol}" in result.stdout
+    reads = [s["wm.cache.result"] for s in received.spans if s["name"] == "search_memory"]
+    assert reads == ["miss", "hit", "hit", "hit", "hit", "miss"]
+    assert {r.get("service.name") for r in received.resources} == {"observability-example"}
+
+
+def test_observability_example_judges_a_collector_by_an_export_not_a_tcp_connect(
+    receiver: tuple[str, Received],
+) -> None:
+    http_endpoint, received = receiver  # accepts TCP connections, but speaks no gRPC
+
+    result = _observability_example(
+        OTEL_EXPORTER_OTLP_ENDPOINT=http_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"no OTLP collector accepted an export at {http_endpoint} over grpc" in result.stdout
+    assert "exporting traces" not in result.stdout
+    assert "CacheStats(hits=4, misses=2" in result.stdout
+    assert received.spans == []
+
+
+def test_observability_example_refuses_an_unsupported_protocol_in_one_line() -> None:
+    result = _observability_example(OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "observability.py: OTLP protocol must be one of grpc, http/protobuf, got 'http/json' "
+        "(from OTEL_EXPORTER_OTLP_PROTOCOL or the protocol argument)"
+    ]
