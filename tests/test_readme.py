@@ -8,6 +8,8 @@
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
   lengths aside.
 * The examples table lists every example, and every extra the README names exists.
+* The usage in ``wm_middleware``'s module docstring shows supermemory 5.x, then 3.x, and each
+  block runs in its SDK's session.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import importlib.util
 import re
 import subprocess
 import sys
+import textwrap
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -195,3 +198,39 @@ def test_every_extra_the_readme_installs_exists() -> None:
 
     assert named, "the README installs the package with its extras"
     assert named <= set(extras)
+
+
+def _package_usage() -> list[tuple[str, str]]:
+    """(sdk generation, code) of each usage block in ``wm_middleware``'s module docstring."""
+    import wm_middleware
+
+    found = re.findall(
+        r"^(.*?(\d)\.x.*)::\n\n((?:    .*\n|\n)+)", wm_middleware.__doc__ or "", flags=re.M
+    )
+    return [(f"sdk{major}", textwrap.dedent(code)) for _, major, code in found]
+
+
+def test_the_package_docstring_shows_the_current_sdk_first_then_3x() -> None:
+    assert [generation for generation, _ in _package_usage()] == ["sdk5", "sdk3"]
+
+
+@pytest.mark.parametrize(("generation", "code"), _package_usage(), ids=["sdk5", "sdk3"])
+def test_the_package_docstring_usage_runs_against_the_emulator(
+    generation: str, code: str, request: pytest.FixtureRequest
+) -> None:
+    if generation != _supermemory_generation():
+        pytest.skip(f"a {generation} block: it runs in the {generation} test session")
+    demo_emulator: str = request.getfixturevalue("demo_emulator")
+
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=environment(SUPERMEMORY_BASE_URL=demo_emulator, SUPERMEMORY_API_KEY="sk-wm-demo"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("CacheStats(hits=1, misses=1, coalesced=0")
