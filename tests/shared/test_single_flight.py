@@ -1,0 +1,207 @@
+"""Cross-process single-flight: one upstream fetch per key, waiters woken, dead leaders replaced."""
+
+from __future__ import annotations
+
+import asyncio
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import pytest
+import redis
+
+from wm_middleware import RedisTier
+
+from . import workers
+from .workers import COUNTER
+
+SPAWN = multiprocessing.get_context("spawn")
+
+
+def wait_until(predicate: Any, limit: float = 10.0) -> None:
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_three_processes_of_ten_callers_make_one_upstream_fetch(
+    redis_url: str, raw: redis.Redis, mode: str
+) -> None:
+    barrier = SPAWN.Barrier(3)
+    out = SPAWN.Queue()
+    processes = [
+        SPAWN.Process(
+            target=workers.herd, args=(redis_url, "preferences", 10, 0.2, mode, barrier, out)
+        )
+        for _ in range(3)
+    ]
+    for process in processes:
+        process.start()
+    reports = [out.get(timeout=60) for _ in processes]
+    for process in processes:
+        process.join(30)
+        assert process.exitcode == 0
+    assert int(raw.get(COUNTER) or 0) == 1
+    outcomes = [o for report, _ in reports for o in report]
+    assert len(outcomes) == 30
+    assert outcomes.count("fetched") == 1
+    assert set(outcomes) <= {"fetched", "shared_wait", "shared_hit"}
+    assert all(errors == 0 for _, errors in reports)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
+    redis_url: str, raw: redis.Redis, mode: str
+) -> None:
+    # The lease is long: a waiter that was not woken would still be blocked when we look.
+    leader_tier = RedisTier(redis_url, lease=30.0)
+    waiter_tier = RedisTier(redis_url, lease=30.0)
+    leading = threading.Event()
+    failing = threading.Event()
+    boom = RuntimeError("upstream 500")
+    seen: dict[str, Any] = {}
+
+    def failing_fetch() -> Any:
+        leading.set()
+        failing.wait(10)
+        raise boom
+
+    def leader() -> None:
+        try:
+            if mode == "sync":
+                leader_tier.load("q", (), 30.0, failing_fetch)
+            else:
+
+                async def fetch() -> Any:
+                    return await asyncio.to_thread(failing_fetch)
+
+                asyncio.run(leader_tier.aload("q", (), 30.0, fetch))
+        except RuntimeError as error:
+            seen["error"] = error
+
+    def waiter() -> None:
+        if mode == "sync":
+            seen["result"] = waiter_tier.load("q", (), 30.0, lambda: "second")
+        else:
+
+            async def fetch() -> str:
+                return "second"
+
+            seen["result"] = asyncio.run(waiter_tier.aload("q", (), 30.0, fetch))
+
+    first = threading.Thread(target=leader)
+    first.start()
+    assert leading.wait(10)
+    second = threading.Thread(target=waiter)
+    second.start()
+    wait_until(lambda: any(c.get("cmd") == "blmove" for c in raw.client_list()))
+    assert "result" not in seen  # it is waiting on the leader
+    failing.set()
+    first.join(10)
+    second.join(10)
+    assert not second.is_alive(), "the waiter was not woken by the failed leader"
+    assert seen["error"] is boom  # the upstream error reaches the caller unchanged
+    assert seen["result"].value == "second"
+    assert seen["result"].outcome == "fetched"  # the waiter took over the lease and fetched
+    assert leader_tier.errors == waiter_tier.errors == 0
+
+
+def test_dead_leader_is_replaced_when_its_lease_expires(redis_url: str, raw: redis.Redis) -> None:
+    holder = SPAWN.Process(target=workers.hold_lease, args=(redis_url, "q", 1.0))
+    holder.start()
+    try:
+        wait_until(lambda: int(raw.get(COUNTER) or 0) == 1, 30)
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGKILL)
+    finally:
+        holder.join(10)
+    tier = RedisTier(redis_url, lease=1.0)
+    waits: list[str] = []
+    tier.on_operation = lambda outcome, _s: waits.append(outcome)
+    result = tier.load("q", (), 30.0, lambda: workers.counted_fetch(redis_url, "fresh", 0))
+    assert result.value == "fresh"
+    assert result.outcome == "fetched"
+    assert waits[0] == "wait" or "lease" in waits  # it found the dead lease (or it had expired)
+    assert int(raw.get(COUNTER) or 0) == 2
+    assert tier.errors == 0
+
+
+def test_one_tier_serves_threads_and_several_event_loops(redis_url: str, raw: redis.Redis) -> None:
+    tier = RedisTier(redis_url)
+    outcomes: list[str] = []
+    lock = threading.Lock()
+    start = threading.Barrier(6)
+
+    def fetch() -> dict[str, int]:
+        return workers.counted_fetch(redis_url, {"n": 1}, 0.2)  # type: ignore[no-any-return]
+
+    def in_a_loop() -> None:
+        async def afetch() -> Any:
+            return await asyncio.to_thread(fetch)
+
+        async def main() -> list[str]:
+            start.wait()
+            results = await asyncio.gather(*(tier.aload("k", (), 30.0, afetch) for _ in range(5)))
+            return [r.outcome for r in results if r.value == {"n": 1}]
+
+        found = asyncio.run(main())
+        with lock:
+            outcomes.extend(found)
+
+    def in_a_thread() -> None:
+        start.wait()
+        result = tier.load("k", (), 30.0, fetch)
+        with lock:
+            outcomes.append(result.outcome if result.value == {"n": 1} else "wrong")
+
+    threads = [threading.Thread(target=in_a_loop) for _ in range(3)]
+    threads += [threading.Thread(target=in_a_thread) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert len(outcomes) == 18
+    assert outcomes.count("fetched") == 1
+    assert int(raw.get(COUNTER) or 0) == 1
+    assert tier.errors == 0
+
+
+def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
+    """While one fetch runs, a waiting process sends a bounded number of commands."""
+    leader_tier = RedisTier(redis_url)
+    waiter_tier = RedisTier(redis_url)
+    release = threading.Event()
+    leading = threading.Event()
+
+    def slow() -> str:
+        leading.set()
+        release.wait(10)
+        return "v"
+
+    first = threading.Thread(target=lambda: leader_tier.load("q", (), 30.0, slow))
+    first.start()
+    assert leading.wait(10)
+    before = server.client().info("commandstats")
+    second = threading.Thread(target=lambda: waiter_tier.load("q", (), 30.0, lambda: "x"))
+    second.start()
+    time.sleep(0.3)  # let a polling waiter show itself; a blocking one sends nothing meanwhile
+    release.set()
+    first.join(10)
+    second.join(10)
+    after = server.client().info("commandstats")
+
+    def calls(stats: dict[str, Any]) -> int:
+        # Round trips of the tier (commands inside its scripts are counted apart by the server;
+        # connection set-up and the subscriber's pings are not polling).
+        data = ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_blmove")
+        return sum(stats.get(name, {}).get("calls", 0) for name in data)
+
+    # get-or-lease, BLMOVE, get-or-lease for the waiter; store for the leader (+1 for a script
+    # load after a server restart).
+    assert calls(after) - calls(before) <= 5
