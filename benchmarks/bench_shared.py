@@ -496,7 +496,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{CALLERS} callers per process, {os.cpu_count()} CPUs"
         )
         print()
-        print(f"| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
+        print("| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
         print("|---|---|---|---|---|---|---|")
         for name in HERDS:
             module = PEER_MODULES.get(name)
