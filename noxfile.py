@@ -2,16 +2,36 @@
 
 nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
 nox -s tests-sdk3    # one of them
+
+Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
+on the newest supported ``python3.X`` found on PATH.
 """
 
 from __future__ import annotations
+
+import shutil
+import sys
 
 import nox
 
 nox.options.sessions = ["lint", "tests-sdk3", "tests-sdk5"]
 nox.options.error_on_missing_interpreters = True
 
-PYTHON = "3.11"
+SUPPORTED = ("3.11", "3.12", "3.13", "3.14")
+
+
+def _python() -> str | None:
+    """The sessions' interpreter: ``None`` (nox's own) when supported, else one on PATH."""
+    if sys.version_info >= (3, 11):  # noqa: UP036 -- nox itself may run on an older Python
+        return None
+    for version in reversed(SUPPORTED):
+        if shutil.which(f"python{version}"):
+            return version
+    # None present: nox stops with "interpreter not found" (error_on_missing_interpreters).
+    return SUPPORTED[0]
+
+
+PYTHON = _python()
 SDK3 = [
     "supermemory>=3.50,<4",
     "supermemory-openai-sdk>=1.0.10,<2",

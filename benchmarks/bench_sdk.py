@@ -14,7 +14,10 @@ bounds of what a real network gives.
 Rows: (1) uninstrumented round trip (the baseline); (2) a hit under ``instrument()`` with no SDK
 providers (the API's no-op tracer and meter); (3) a hit with SDK providers and a span per hit
 (TracerProvider + BatchSpanProcessor to a no-op exporter, MeterProvider with a reader); (4) the
-same providers with ``trace_hits=False``. Goals: (2) <= 0.5x (1); (4) <= 1.10x (2).
+same providers with ``trace_hits=False``; (0) the SDK's own floor: the same call with
+``SyncAPIClient.request`` wrapped (wrapt, as ``instrument()`` does) to return a stored copy
+(``pickle.loads`` of the response, as a hit does) without any middleware. Goals: (2) <= 0.5x (1);
+(4) <= 1.10x (2); (2) <= 1.3x (0), i.e. the middleware adds at most 30% to the SDK's own work.
 
 Method as in bench_core.py: each sample is a tight loop of the one call with the garbage
 collector off; candidates are interleaved, every round running each once in a rotated order;
@@ -39,7 +42,11 @@ from typing import Any, Final
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
+import pickle
+
 import supermemory
+import supermemory._base_client as base_client
+import wrapt
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -87,9 +94,13 @@ class NoOpExporter(SpanExporter):
 
 @dataclass
 class Candidate:
-    """How to set up one row's sample: ``instrument`` options, or ``None`` for uninstrumented."""
+    """How to set up one row's sample: ``instrument`` options, or ``None`` for uninstrumented.
+
+    ``floor``: the stored response ``request`` returns instead of sending (no middleware).
+    """
 
     options: dict[str, Any] | None
+    floor: bytes | None = None
 
 
 def _search(client: supermemory.Supermemory) -> Any:
@@ -106,19 +117,33 @@ def _loop(client: supermemory.Supermemory, count: int) -> float:
 
 
 def _sample(client: supermemory.Supermemory, candidate: Candidate, count: int) -> float:
+    if candidate.floor is not None:
+        stored = candidate.floor
+        original = vars(base_client.SyncAPIClient)["request"]
+        wrapt.wrap_function_wrapper(
+            base_client.SyncAPIClient, "request", lambda wrapped, obj, a, k: pickle.loads(stored)
+        )
+        try:
+            return _timed(client, count)
+        finally:
+            base_client.SyncAPIClient.request = original  # type: ignore[method-assign]
     if candidate.options is not None:
         wm_middleware.instrument(**candidate.options)
     try:
-        _search(client)  # untimed: fills the cache (a miss) or warms the connection
-        gc.collect()
-        gc.disable()
-        try:
-            return _loop(client, count)
-        finally:
-            gc.enable()
+        return _timed(client, count)
     finally:
         if candidate.options is not None:
             wm_middleware.uninstrument()
+
+
+def _timed(client: supermemory.Supermemory, count: int) -> float:
+    _search(client)  # untimed: fills the cache (a miss) or warms the connection
+    gc.collect()
+    gc.disable()
+    try:
+        return _loop(client, count)
+    finally:
+        gc.enable()
 
 
 def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
@@ -126,13 +151,14 @@ def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
     tracer_provider.add_span_processor(BatchSpanProcessor(NoOpExporter()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     sdk = {"tracer_provider": tracer_provider, "meter_provider": meter_provider}
+    client = supermemory.Supermemory(api_key=API_KEY, base_url=server.base_url, max_retries=0)
     candidates = {
+        "floor": Candidate(None, pickle.dumps(_search(client))),
         "round_trip": Candidate(None),
         "hit": Candidate({}),
         "hit_spans": Candidate(dict(sdk)),
         "hit_no_spans": Candidate({**sdk, "trace_hits": False}),
     }
-    client = supermemory.Supermemory(api_key=API_KEY, base_url=server.base_url, max_retries=0)
     before = server.count("POST", "/v4/search")
     counts = {
         name: max(20, int(cfg.sample_ns / max(_sample(client, c, 20), 1.0)))
@@ -165,6 +191,14 @@ def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
             med["hit_spans"] / base, note="info"),
         Row(section, "(4) hit, SDK providers, trace_hits=False", med["hit_no_spans"], "ns",
             med["hit_no_spans"] / base, note="info"),
+    ]  # fmt: skip
+    floor = "middleware cost: a hit vs the SDK's own floor (request returns a stored copy)"
+    rows += [
+        Row(floor, "(0) SDK floor, no middleware", med["floor"], "ns", 1.0),
+        Row(floor, "(2) / (0): hit through the SDK", med["hit"], "ns",
+            med["hit"] / med["floor"], 1.3),
+        Row(floor, "(4) / (0): hit, SDK providers, no hit spans", med["hit_no_spans"], "ns",
+            med["hit_no_spans"] / med["floor"], note="info"),
     ]  # fmt: skip
     versus = "telemetry cost: (4) vs (2), (3) vs (2)"
     rows += [

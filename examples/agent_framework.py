@@ -6,7 +6,10 @@
 Drives the integration's tools and context provider as an agent run would, without an LLM:
 the provider's ``before_run`` fetches the profile and a search concurrently on every turn, and
 the tools search again. With ``instrument()`` the repeats are served from working memory.
-Needs ``supermemory`` 5.x and ``supermemory-agent-framework`` 2.x.
+
+Environment: supermemory 5.x and supermemory-agent-framework 2.x, which cannot share one with the
+demo's 3.x: ``python3 -m venv .venv5 && .venv5/bin/pip install -e '.[agent-framework]'``, then
+``.venv5/bin/python examples/agent_framework.py``.
 """
 
 from __future__ import annotations

@@ -4,7 +4,9 @@
     SUPERMEMORY_API_KEY=sm_... python examples/explicit_wrap.py
 
 The original client stays uncached; the copy shares its connection settings and caches reads,
-and its writes invalidate what they could change. Needs ``supermemory`` 3.x.
+and its writes invalidate what they could change.
+
+Environment: ``python3 -m pip install -e '.[demo]'`` (supermemory 3.x).
 """
 
 from __future__ import annotations

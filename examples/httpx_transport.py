@@ -6,6 +6,8 @@
 For code that calls the REST API without the SDK. Reads (``/v4/search``, ``/v4/profile``, ...)
 with a 2xx answer are cached per credentials and body; writes sent through the same client
 invalidate. Every hit is a fresh ``httpx.Response``.
+
+Environment: either SDK's, e.g. ``python3 -m pip install -e '.[demo]'`` (the emulator is in it).
 """
 
 from __future__ import annotations

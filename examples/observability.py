@@ -2,13 +2,15 @@
 
     docker compose -f examples/observability/docker-compose.yml up -d   # collector, Jaeger...
     python examples/observability.py                 # exports to http://localhost:4318
-    OTLP_ENDPOINT=http://collector:4318 python examples/observability.py
+    OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318 python examples/observability.py
 
 Every read becomes a ``search_memory`` span (``wm.cache.result`` = hit, miss, coalesced or
 bypass) and counts in ``wm.cache.requests`` / ``wm.search.duration``; Jaeger is on
 http://localhost:16686 and the Grafana dashboard on http://localhost:3000. When no collector is
 listening, the example still runs and says where it would have exported. Set
 ``OTEL_SERVICE_NAME`` to name the service (default ``wm-middleware-app``).
+
+Environment: ``python3 -m pip install -e '.[demo]'`` (supermemory 3.x and the OTLP exporter).
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ import supermemory
 import wm_middleware
 
 CONTAINER_TAG = "user-alex"
-ENDPOINT = os.environ.get("OTLP_ENDPOINT", "http://localhost:4318")
+# The standard variable, as for every OpenTelemetry exporter.
+ENDPOINT = os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", "http://localhost:4318").rstrip("/")
 
 
 def reachable(endpoint: str) -> bool:
@@ -58,6 +61,8 @@ def main() -> None:
         memory = wm_middleware.instrument(otlp_endpoint=ENDPOINT)
         print(f"exporting traces and metrics to {ENDPOINT} (OTLP/HTTP)")
     else:
+        # Nothing listens: without the variable, instrument() sets up no exporter for it.
+        os.environ.pop("OTEL_EXPORTER_OTLP_ENDPOINT", None)
         memory = wm_middleware.instrument()
         print(
             f"no OTLP collector at {ENDPOINT}: would export traces to {ENDPOINT}/v1/traces and "

@@ -7,7 +7,8 @@ No LLM is called: the assistant messages below are what a model returns (``tool_
 OpenAI's JSON shape), and ``SupermemoryTools.execute_tool_call`` runs them as an application
 would. Parallel tool calls asking the same question share one upstream request; the repeated
 question in the next message is a hit; ``add_memory`` invalidates the user's container tag.
-Needs ``supermemory`` 3.x and ``supermemory-openai-sdk``.
+
+Environment: ``python3 -m pip install -e '.[demo]'`` (supermemory 3.x, supermemory-openai-sdk).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
     python examples/quickstart.py                        # against a local emulator
     SUPERMEMORY_API_KEY=sm_... python examples/quickstart.py   # against the real API
 
-Needs ``supermemory`` 3.x and, for the emulator, the ``demo`` extra.
+Environment: ``python3 -m pip install -e '.[demo]'`` (supermemory 3.x).
 """
 
 from __future__ import annotations

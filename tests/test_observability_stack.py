@@ -56,13 +56,85 @@ SEARCH_DURATION_BUCKETS = (
     0.0025,
     0.005,
     0.01,
+    0.025,
     0.05,
+    0.075,
     0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
     0.5,
+    0.75,
     1.0,
+    2.5,
     5.0,
     10.0,
 )
+# Component types compiled into otel/opentelemetry-collector-contrib at the version pinned in
+# docker-compose.yml (its release notes and `otelcol-contrib components`), for the kinds this
+# config may use. No collector binary with the otlp receiver installs here, so the config's
+# component names are checked against this list instead of by `otelcol-contrib validate`.
+COLLECTOR_VERSION = "0.144.0"
+COLLECTOR_COMPONENTS = {
+    "receivers": {
+        "otlp",
+        "prometheus",
+        "hostmetrics",
+        "jaeger",
+        "zipkin",
+        "filelog",
+        "kafka",
+        "httpcheck",
+        "redis",
+        "postgresql",
+    },
+    "processors": {
+        "batch",
+        "memory_limiter",
+        "attributes",
+        "resource",
+        "resourcedetection",
+        "filter",
+        "transform",
+        "tail_sampling",
+        "probabilistic_sampler",
+        "k8sattributes",
+        "cumulativetodelta",
+        "deltatocumulative",
+        "groupbyattrs",
+        "span",
+    },
+    "exporters": {
+        # 0.144 renamed otlp -> otlp_grpc and otlphttp -> otlp_http; the old names still load
+        # with a deprecation warning, so they are left out here on purpose.
+        "otlp_grpc",
+        "otlp_http",
+        "prometheus",
+        "prometheusremotewrite",
+        "debug",
+        "file",
+        "kafka",
+        "zipkin",
+        "loadbalancing",
+        "nop",
+    },
+    "connectors": {
+        "spanmetrics",
+        "span_metrics",
+        "servicegraph",
+        "count",
+        "forward",
+        "routing",
+        "exceptions",
+        "failover",
+        "roundrobin",
+        "sum",
+    },
+    "extensions": {"health_check", "pprof", "zpages", "file_storage", "basicauth"},
+}
 # Prometheus names of the contract's instruments, as both the collector's prometheus
 # exporter and the Python PrometheusMetricReader translate them (unit `s` -> `_seconds`,
 # `{...}` annotations dropped, monotonic sums -> `_total`).
@@ -140,6 +212,31 @@ def test_collector_pipelines_reference_defined_components(collector: dict[str, A
                 used_as_exporter.add(exporter)
     assert used_as_exporter == connectors, "every connector must be a pipeline exporter"
     assert used_as_receiver == connectors, "every connector must be a pipeline receiver"
+
+
+def test_collector_component_names_exist_in_the_pinned_collector_version(
+    collector: dict[str, Any], compose: dict[str, Any]
+) -> None:
+    image = compose["services"]["otel-collector"]["image"]
+    assert image == f"otel/opentelemetry-collector-contrib:{COLLECTOR_VERSION}", (
+        "the component list below is for another collector version: update both together"
+    )
+    for kind, known in COLLECTOR_COMPONENTS.items():
+        for name in collector.get(kind) or {}:
+            assert _component_type(name) in known, f"{kind}: {name!r} is not in {image}"
+    for extension in collector["service"].get("extensions", []):
+        assert _component_type(extension) in COLLECTOR_COMPONENTS["extensions"]
+
+
+def test_collector_spanmetrics_buckets_equal_the_library_histogram_buckets(
+    collector: dict[str, Any],
+) -> None:
+    from wm_middleware._telemetry import DURATION_BUCKETS
+
+    histogram = collector["connectors"]["spanmetrics"]["histogram"]
+    buckets = tuple(_go_duration_seconds(b) for b in histogram["explicit"]["buckets"])
+    assert buckets == pytest.approx(DURATION_BUCKETS)
+    assert SEARCH_DURATION_BUCKETS == DURATION_BUCKETS
 
 
 def test_collector_receivers_bind_all_interfaces(collector: dict[str, Any]) -> None:
@@ -347,8 +444,12 @@ def test_dashboard_panels() -> None:
     assert "by (job, wm_cache_result, le)" in latency
     hit_ratio = panel("hit ratio")["targets"][0]["expr"]
     assert 'wm_cache_result="hit"' in hit_ratio
-    saved = panel("upstream", "saved")["targets"][0]["expr"]
+    saved_panel = panel("upstream", "saved")
+    saved = saved_panel["targets"][0]["expr"]
     assert 'wm_cache_result=~"hit|coalesced"' in saved
+    # An exact count: increase() extrapolates to the range edges and overstates short runs.
+    assert "increase(" not in saved
+    assert "exact" in saved_panel["title"].lower()
     assert 'wm_cache_result="coalesced"' in panel("coalesced calls")["targets"][0]["expr"]
     assert "wm_cache_size" in panel("cache size")["targets"][0]["expr"]
     assert "wm_cache_evictions_total" in panel("evictions")["targets"][0]["expr"]
@@ -494,7 +595,7 @@ class _Exporter:
     stop: Callable[[], None]
 
 
-def _start_exporter(job: str, *, cached: bool) -> _Exporter:
+def _serve_metrics(job: str) -> tuple[Any, int, Callable[[], None]]:
     """An SDK MeterProvider + PrometheusMetricReader served on a loopback port."""
     prometheus_client = pytest.importorskip("prometheus_client")
     exporter_module = pytest.importorskip(
@@ -509,6 +610,19 @@ def _start_exporter(job: str, *, cached: bool) -> _Exporter:
         metric_readers=[reader], resource=Resource.create({"service.name": job})
     )
     server, thread = prometheus_client.start_http_server(0, addr="127.0.0.1", registry=registry)
+
+    def stop() -> None:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)
+        provider.shutdown()
+
+    return provider, int(server.server_port), stop
+
+
+def _start_exporter(job: str, *, cached: bool) -> _Exporter:
+    """Metrics of :func:`emit_library_metrics` rounds, driven every 0.2 s, served for scraping."""
+    provider, port, stop_serving = _serve_metrics(job)
     done = threading.Event()
 
     def emit() -> None:
@@ -528,12 +642,52 @@ def _start_exporter(job: str, *, cached: bool) -> _Exporter:
     def stop() -> None:
         done.set()
         driver.join(timeout=5)
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
-        provider.shutdown()
+        stop_serving()
 
-    return _Exporter(job=job, port=int(server.server_port), stop=stop)
+    return _Exporter(job=job, port=port, stop=stop)
+
+
+DEMO_SECONDS = 40.0
+
+
+def _start_demo() -> list[_Exporter]:
+    """``wm-middleware demo --duration``'s own traffic: both deployments side by side, each
+    recording the library's metrics on a provider served for scraping."""
+    import asyncio
+    import importlib.util
+
+    if importlib.util.find_spec("supermemory_openai") is None:
+        pytest.skip("the demo needs supermemory 3.x and supermemory-openai-sdk")
+    from wm_middleware.demo.runner import DemoOptions, run_demo
+
+    served = {
+        name: _serve_metrics(job)
+        for name, job in (("cached", CACHED_JOB), ("uncached", UNCACHED_JOB))
+    }
+    options = DemoOptions(turns=4, latency_ms=20.0, duration=DEMO_SECONDS)
+    failures: list[BaseException] = []
+
+    def play() -> None:
+        try:
+            asyncio.run(run_demo(options, meter_providers={n: s[0] for n, s in served.items()}))
+        except BaseException as error:  # reported by stop()
+            failures.append(error)
+
+    player = threading.Thread(target=play, name="demo", daemon=True)
+    player.start()
+
+    def stopper(stop_serving: Callable[[], None]) -> Callable[[], None]:
+        def stop() -> None:
+            player.join(timeout=DEMO_SECONDS + 60)
+            stop_serving()
+            assert not failures, failures
+
+        return stop
+
+    return [
+        _Exporter(job=job, port=served[name][1], stop=stopper(served[name][2]))
+        for name, job in (("cached", CACHED_JOB), ("uncached", UNCACHED_JOB))
+    ]
 
 
 def _get_json(url: str) -> dict[str, Any]:
@@ -581,6 +735,21 @@ def exporters() -> Iterator[list[_Exporter]]:
             exporter.stop()
 
 
+@pytest.fixture(params=["synthetic driver", "demo traffic"])
+def traffic(request: pytest.FixtureRequest) -> Iterator[list[_Exporter]]:
+    """The two jobs' metrics: from the synthetic driver, or from the demo's own two
+    deployments (``--duration``)."""
+    if request.param == "synthetic driver":
+        yield request.getfixturevalue("exporters")
+        return
+    started = _start_demo()
+    try:
+        yield started
+    finally:
+        for exporter in started:
+            exporter.stop()
+
+
 def test_python_exporter_names(exporters: list[_Exporter]) -> None:
     """The Python exporter's exposition carries the names the dashboard queries."""
     with urllib.request.urlopen(f"http://127.0.0.1:{exporters[0].port}/metrics", timeout=5) as r:
@@ -592,8 +761,9 @@ def test_python_exporter_names(exporters: list[_Exporter]) -> None:
 
 
 def test_dashboard_queries_return_data_from_real_prometheus(
-    exporters: list[_Exporter], tmp_path: Path
+    traffic: list[_Exporter], tmp_path: Path
 ) -> None:
+    exporters = traffic
     binary = shutil.which("prometheus")
     if binary is None:
         pytest.skip("no `prometheus` binary (CI installs it: apt-get install -y prometheus)")

@@ -2,8 +2,8 @@
 
 ``wm-middleware demo`` runs a scripted agent through supermemory-openai-sdk's ``SupermemoryTools``
 against the bundled emulator twice, uncached and with ``instrument()``, then prints the
-comparison and a trace waterfall. ``wm-middleware serve`` runs the emulator in the foreground.
-Both need the ``demo`` extra (``pip install 'wm-middleware[demo]'``).
+comparison and a trace waterfall; it needs the ``demo`` extra. ``wm-middleware serve`` runs the
+emulator in the foreground; it needs the ``server`` extra.
 """
 
 from __future__ import annotations
@@ -11,11 +11,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Sequence
 from typing import Any
+from urllib.parse import urlsplit
+
+from .version import __version__
 
 __all__ = ["main"]
+
+# The exit status of a process stopped by Ctrl-C (128 + SIGINT), as shells report it.
+INTERRUPTED = 130
 
 
 def _positive_int(text: str) -> int:
@@ -38,6 +45,21 @@ def _latency(text: str) -> float:
     return value
 
 
+def _duration(text: str) -> float:
+    """``90``, ``90s``, ``2m`` or ``1h`` -> seconds."""
+    units = {"s": 1.0, "m": 60.0, "h": 3600.0}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "s")
+    try:
+        value = float(number) * units[unit]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected a duration such as 90s, 2m or 1h, got {text!r}"
+        ) from None
+    if not 1 <= value <= 24 * 3600:
+        raise argparse.ArgumentTypeError(f"must be between 1s and 24h, got {text!r}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -48,11 +70,25 @@ def _port(text: str) -> int:
     return value
 
 
+def _http_url(text: str) -> str:
+    parts = urlsplit(text.strip())
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise argparse.ArgumentTypeError(
+            f"expected a URL starting with http:// or https://, got {text!r}"
+        )
+    try:
+        parts.port  # noqa: B018 -- parsing the port is the check
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid port in {text!r}") from None
+    return text.strip().rstrip("/")
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wm-middleware",
         description="Working memory for AI agents in front of Supermemory: demo and emulator.",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser(
@@ -75,9 +111,29 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print a machine-readable summary only")
     demo.add_argument(
         "--otlp-endpoint",
+        type=_http_url,
         metavar="URL",
-        help="export both runs over OTLP/HTTP (e.g. http://localhost:4318); default: the "
-        "OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+        help="export both runs over OTLP (e.g. http://localhost:4318, or :4317 with grpc); "
+        "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+    )
+    demo.add_argument(
+        "--otlp-protocol",
+        choices=["grpc", "http/protobuf"],
+        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+    )
+    demo.add_argument(
+        "--duration",
+        type=_duration,
+        metavar="TIME",
+        help="keep both deployments running side by side this long (e.g. 2m), replaying the "
+        "script, so that dashboard rate() and increase() panels fill; the report shows the "
+        "first round",
+    )
+    demo.add_argument(
+        "--html",
+        metavar="FILE",
+        help="also write a self-contained HTML report (latency distributions, requests saved "
+        "per turn, the waterfall of one cached turn)",
     )
     demo.add_argument(
         "--api-key",
@@ -85,9 +141,12 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument(
         "--base-url",
+        type=_http_url,
         metavar="URL",
         help="Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
     )
+
+    demo.set_defaults(command_parser=demo)
 
     serve = commands.add_parser(
         "serve",
@@ -105,13 +164,14 @@ def _parser() -> argparse.ArgumentParser:
         help="seed the demo's memory set (API key sk-wm-demo, container tag user-alex)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    serve.set_defaults(command_parser=serve)
     return parser
 
 
-def _missing_extra(error: ImportError) -> int:
+def _missing_extra(error: ImportError, extra: str) -> int:
     print(
-        f"wm-middleware: {error.name or error} is not installed; the demo needs "
-        "pip install 'wm-middleware[demo]' supermemory-openai-sdk",
+        f"wm-middleware: {error.name or error} is not installed; "
+        f"pip install 'wm-middleware[{extra}]' (or pip install -e '.[{extra}]' in a checkout)",
         file=sys.stderr,
     )
     return 1
@@ -122,21 +182,38 @@ def _demo(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         from .demo.console import ConsoleProgress
-        from .demo.report import comparison_table, saved_line, summary, waterfall
-        from .demo.runner import DemoOptions, collector_reachable, otlp_target, run_demo
+        from .demo.report import (
+            LATENCY_NOTE,
+            comparison_table,
+            export_report,
+            saved_line,
+            summary,
+            waterfall,
+        )
+        from .demo.runner import DemoError, DemoOptions, check_collector, otlp_target, run_demo
     except ImportError as error:
-        return _missing_extra(error)
+        return _missing_extra(error, "demo")
 
     out = Console(highlight=False)
     err = Console(stderr=True, highlight=False)
+    for console in (out, err):
+        # In a log or a pipe, a sentence stays on one line instead of breaking at 80 columns.
+        console.soft_wrap = not console.is_terminal
     endpoint, from_env = otlp_target(args.otlp_endpoint)
+    requested = endpoint
     notes: list[str] = []
-    if endpoint is not None and not collector_reachable(endpoint):
-        notes.append(f"no OTLP collector reachable at {endpoint}; not exporting")
+    try:
+        protocol, problem = check_collector(endpoint, from_env, args.otlp_protocol)
+    except ValueError as error:
+        print(f"wm-middleware demo: {error}", file=sys.stderr)
+        return 2
+    if endpoint is not None and problem is not None:
+        notes.append(f"no OTLP collector reachable at {endpoint} ({problem}); not exporting")
         endpoint, from_env = None, False
     elif endpoint is not None:
         notes.append(
-            f"exporting both runs to {endpoint} as services agent-uncached and agent-cached"
+            f"exporting both runs to {endpoint} over {protocol} as services agent-uncached "
+            "and agent-cached"
         )
     options = DemoOptions(
         turns=args.turns,
@@ -145,6 +222,8 @@ def _demo(args: argparse.Namespace) -> int:
         base_url=args.base_url,
         otlp_endpoint=endpoint,
         otlp_from_env=from_env,
+        otlp_protocol=protocol,
+        duration=args.duration,
     )
     # Progress goes where it cannot corrupt the JSON: stdout in text mode, stderr with --json.
     progress_console = err if args.json else out
@@ -159,25 +238,40 @@ def _demo(args: argparse.Namespace) -> int:
             f"wm-middleware demo: a scripted agent (SupermemoryTools), {args.turns} turns "
             f"against {target}, uncached then cached"
         )
+    if args.duration is not None:
+        notes.append(f"keeping both deployments running side by side for {args.duration:g} s")
     for note in notes:
         progress_console.print(f"[dim]{note}[/dim]")
     try:
         result = asyncio.run(run_demo(options, progress))
     except ImportError as error:
-        return _missing_extra(error)
-    except ValueError as error:
+        return _missing_extra(error, "demo")
+    except DemoError as error:
         print(f"wm-middleware demo: {error}", file=sys.stderr)
-        return 2
+        return 1
     errors = result.uncached.agent.errors + result.cached.agent.errors
+    if args.html:
+        from .demo.html import write_report
+
+        write_report(result, args.html)
+        notes_after = [f"HTML report written to {args.html}"]
+    else:
+        notes_after = []
     if args.json:
         print(json.dumps(summary(result), indent=2))
     else:
         out.print()
         out.print(comparison_table(result))
+        out.print(f"[dim]{LATENCY_NOTE}[/dim]")
         out.print()
         out.print(saved_line(result))
         out.print()
         out.print(waterfall(result, out))
+    for note in notes_after:
+        progress_console.print(f"[dim]{note}[/dim]")
+    delivery = export_report(result, requested)
+    if delivery:
+        print(f"wm-middleware demo: {delivery}", file=sys.stderr)
     if errors:
         print(
             f"wm-middleware demo: {len(errors)} tool calls failed, first: {errors[0].error}",
@@ -191,7 +285,7 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         from .emulator import serve
     except ImportError as error:
-        return _missing_extra(error)
+        return _missing_extra(error, "server")
     seed_data: dict[str, Any] | None = None
     if args.demo_data:
         from .demo.script import CONTAINER_TAG, SEED_MEMORIES
@@ -199,7 +293,13 @@ def _serve(args: argparse.Namespace) -> int:
         seed_data = {
             "sk-wm-demo": [dict(memory, container_tag=CONTAINER_TAG) for memory in SEED_MEMORIES]
         }
-    print(f"wm-middleware: emulator on http://{args.host}:{args.port} (Ctrl-C stops)", flush=True)
+
+    def listening(base_url: str) -> None:
+        print(
+            f"wm-middleware: emulator on {base_url} (open it for the controls; Ctrl-C stops)",
+            flush=True,
+        )
+
     try:
         serve(
             args.host,
@@ -207,18 +307,39 @@ def _serve(args: argparse.Namespace) -> int:
             latency=args.latency_ms / 1000.0 or None,
             seed_data=seed_data,
             log_level=args.log_level,
+            on_listening=listening,
         )
+    except OSError as error:
+        print(
+            f"wm-middleware serve: cannot listen on {args.host}:{args.port}: "
+            f"{error.strerror or error}; choose another --port or --host",
+            file=sys.stderr,
+        )
+        return 1
     except KeyboardInterrupt:
-        pass
+        pass  # Ctrl-C is how serve is meant to stop
     return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``wm-middleware`` console script; returns the exit status."""
-    args = _parser().parse_args(argv)
-    if args.command == "demo":
-        return _demo(args)
-    return _serve(args)
+    """Entry point of the ``wm-middleware`` console script; returns the exit status.
+
+    A mistake in the arguments is one usage line and status 2 (argparse's), an unreachable or
+    refusing target one line and status 1, Ctrl-C one line and status 130.
+    """
+    args, unknown = _parser().parse_known_args(argv)
+    command_parser: argparse.ArgumentParser = args.command_parser
+    if unknown:  # reported with the command's usage, not the top-level one
+        command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
+    try:
+        if args.command == "demo":
+            if args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
+                command_parser.error("--base-url needs --api-key or SUPERMEMORY_API_KEY")
+            return _demo(args)
+        return _serve(args)
+    except KeyboardInterrupt:
+        print(f"wm-middleware {args.command}: interrupted", file=sys.stderr)
+        return INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,55 +2,72 @@
 
 Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque and returned as stored.
 Client adapters keep callers from corrupting entries by storing an immutable snapshot and
-rebuilding a fresh object per call (see ``wm_middleware._runtime``), not in here.
+rebuilding a fresh object per call (see ``wm_middleware._runtime``), not in here. Who fetches a
+missing key, and who waits for whom, is :class:`~wm_middleware._singleflight.Group`'s business.
 
-Concurrency model. One ``threading.Lock`` guards every structure below. The hit path does not take
-it: a hit is a dict probe, a deadline check, an ``OrderedDict.move_to_end`` and an integer
-increment, each atomic under the GIL; a hit that races an eviction of the same key still returns
-the value it read, which was live when read. Everything that changes membership (store, expire,
-evict, invalidate, pin, flights) runs under the lock.
+Concurrency model. One ``threading.Lock`` guards every structure below and the flight table. The
+hit path does not take it: a hit is a dict probe, a deadline check, an ``OrderedDict.move_to_end``
+and an integer increment, each atomic under the GIL; a hit that races an eviction of the same key
+still returns the value it read, which was live when read. Everything that changes membership
+(store, expire, evict, invalidate, pin, flights) runs under the lock.
+
+Expiry order. With a per-call ``ttl`` the order in which entries expire is not the LRU order, so
+each distinct TTL has a queue of its entries in insertion order, which is their expiry order. When
+the cache is full the heads of those queues that have expired go first, then the least recently
+used entry. Queues are cleaned lazily (an entry dropped otherwise stays queued until it reaches
+the head, or until the queues hold twice the entries and are compacted): O(1) amortised per store,
+plus one probe per distinct TTL on an eviction. Past 32 distinct TTLs, new ones share the nearest
+queue, which bounds that probe and makes "expired first" a best effort for them.
 """
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import math
 import threading
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
-from ._keys import _NORMALISED, Key, make_key, normalise_query
-from ._singleflight import Flight, running_loop
+from ._keys import Key, KeyMemo, make_key, normalise_query
+from ._singleflight import MISSING, AsyncLoad, Group, Load
+from ._tier import SharedTier, TierOutcome, TierResult
 
-__all__ = ["MISSING", "CacheStats", "Outcome", "WorkingMemory"]
+__all__ = ["MISSING", "CacheStats", "Loaded", "Outcome", "Tier", "WorkingMemory"]
 
 T = TypeVar("T")
 Outcome = Literal["hit", "miss", "coalesced"]
-
-
-class _Missing:
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "MISSING"
-
-
-MISSING: Final = _Missing()
+Tier = Literal["local", "shared"]
 _INF: Final = math.inf
+_MAX_QUEUES: Final = 32  # expiry queues, one per distinct TTL up to this many
+
+# How the group's answer reads for the caller: (outcome, tier).
+_SERVED: Final[dict[str, tuple[Outcome, Tier]]] = {
+    "hit": ("hit", "local"),
+    "coalesced": ("coalesced", "local"),
+    "fetched": ("miss", "local"),
+    "shared_hit": ("hit", "shared"),
+    "shared_wait": ("coalesced", "shared"),
+}
 
 
 @dataclass(frozen=True, slots=True)
 class CacheStats:
     """A consistent snapshot of a :class:`WorkingMemory`'s counters.
 
-    Every lookup (``get``, ``search``, ``asearch``) counts exactly one of ``hits``, ``misses`` and
-    ``coalesced`` (joined a fetch already in flight). ``evictions`` are LRU drops at
-    ``max_entries``; ``expirations`` are entries found past their TTL; ``invalidations`` are
-    entries dropped by ``invalidate``, ``invalidate_scope`` or ``clear``. ``size`` counts pinned
-    entries too; ``inflight`` is the number of fetches running now.
+    Every lookup (``get``, ``search``, ``asearch``, ``load``, ``aload``) counts exactly one of
+    ``hits``, ``misses`` and ``coalesced`` (joined a fetch already in flight). ``evictions`` are
+    LRU drops at ``max_entries``; ``expirations`` are entries found, or dropped to make room, past
+    their TTL; ``invalidations`` are entries dropped by ``invalidate``, ``invalidate_scope``,
+    ``clear`` or the shared tier. ``size`` counts pinned entries too; ``inflight`` is the number
+    of fetches running now.
+
+    With a shared tier: a value the tier had stored is a hit and also a ``shared_hit``; a lookup
+    that waited for another process's fetch is ``coalesced`` and also a ``shared_wait``; ``misses``
+    are the fetches this process ran. ``shared_errors`` are tier operations that failed or timed
+    out and were treated as a miss.
     """
 
     hits: int = 0
@@ -61,6 +78,9 @@ class CacheStats:
     invalidations: int = 0
     size: int = 0
     inflight: int = 0
+    shared_hits: int = 0
+    shared_waits: int = 0
+    shared_errors: int = 0
 
     @property
     def lookups(self) -> int:
@@ -74,17 +94,45 @@ class CacheStats:
         return (self.hits + self.coalesced) / lookups if lookups else 0.0
 
 
-class _Entry:
-    """One stored value. ``expires``/``refresh_at`` are monotonic deadlines (``inf``: never)."""
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What :meth:`WorkingMemory.load` returns: the value and how it was obtained.
 
-    __slots__ = ("expires", "refresh_at", "scopes", "value")
+    ``outcome`` is ``"hit"``, ``"miss"`` (this call ran the fetch) or ``"coalesced"`` (it shared
+    another caller's fetch). ``tier`` is ``"shared"`` when the shared tier served it (a shared hit,
+    or another process's fetch), else ``"local"``. ``leader`` is the ``info`` of the call whose
+    fetch produced the value (this call's own on a miss; ``None`` on a hit or a shared result).
+    """
+
+    value: Any
+    outcome: Outcome
+    tier: Tier
+    leader: object
+
+
+class _Entry:
+    """One stored value. ``expires``/``fresh`` are monotonic deadlines (``inf``: never).
+
+    ``fresh`` is when a hit stops being plain: ``min(expires, refresh due)``, so the hit path
+    compares one number. While a refresh of the entry runs it equals ``expires``.
+    """
+
+    __slots__ = ("expires", "fresh", "key", "scopes", "ttl", "value")
 
     def __init__(
-        self, value: Any, expires: float, refresh_at: float, scopes: tuple[Hashable, ...]
+        self,
+        key: Key,
+        value: Any,
+        expires: float,
+        fresh: float,
+        ttl: float,
+        scopes: tuple[Hashable, ...],
     ) -> None:
+        self.key = key
         self.value = value
         self.expires = expires
-        self.refresh_at = refresh_at
+        self.fresh = fresh
+        self.ttl = ttl
         self.scopes = scopes
 
 
@@ -97,20 +145,40 @@ def _check_ttl(name: str, value: object) -> float:
     return seconds
 
 
-def _check_fetch(fetch: object) -> None:
+def _check_fetch(fetch: object, *, is_async: bool) -> None:
     if not callable(fetch):
         raise TypeError(f"fetch must be callable, not {type(fetch).__name__}")
+    if not is_async and inspect.iscoroutinefunction(fetch):
+        raise TypeError("fetch is an async function: use asearch / aload for it, not search / load")
+
+
+def _call_sync(fetch: Callable[[], Any]) -> Any:
+    """``fetch()``, refusing an awaitable: caching one would hand out a spent coroutine."""
+    value = fetch()
+    if inspect.isawaitable(value):
+        if isinstance(value, Coroutine):
+            value.close()  # never awaited, and never will be: no "never awaited" warning
+        raise TypeError(
+            "fetch returned an awaitable: use asearch / aload for an async fetch, not search / load"
+        )
+    return value
 
 
 class WorkingMemory(Generic[T]):
     """An LRU + TTL cache of search results with single-flight fetching.
 
     Args:
-        max_entries: how many unpinned entries to keep; the least recently used goes first.
+        max_entries: how many unpinned entries to keep. When full, expired entries go first,
+            then the least recently used.
         ttl: default seconds an entry lives, checked on read against ``clock``.
         clock: a monotonic clock in seconds (tests pass a fake one).
         refresh_after: seconds after which a hit returns the stored value at once and starts one
-            background refresh of it (stale-while-revalidate). Must be below ``ttl``.
+            background refresh of it (stale-while-revalidate). Must be below ``ttl``. A refresh
+            keeps the entry's own ``ttl``; one that fails leaves the old value until it expires.
+        shared: an optional second tier shared with other processes (``RedisTier``). Lookups go
+            L1, then the in-process flight, then the tier, then the fetch. ``get``, ``set``,
+            ``has`` and ``pin`` stay local; ``invalidate``, ``invalidate_scope`` and ``clear``
+            reach the tier too.
 
     Keys are the query (outer whitespace stripped, inner runs folded, case kept) plus every
     keyword parameter, order-independent. Values are returned exactly as stored.
@@ -126,6 +194,7 @@ class WorkingMemory(Generic[T]):
         *,
         clock: Callable[[], float] = time.monotonic,
         refresh_after: float | None = None,
+        shared: SharedTier | None = None,
     ) -> None:
         if isinstance(max_entries, bool) or not isinstance(max_entries, int):
             raise TypeError(f"max_entries must be an int, not {type(max_entries).__name__}")
@@ -140,26 +209,47 @@ class WorkingMemory(Generic[T]):
                 raise ValueError(
                     f"refresh_after must be below ttl ({self._ttl}), got {refresh_after}"
                 )
+        if shared is not None and not isinstance(shared, SharedTier):
+            raise TypeError(
+                f"shared must be a SharedTier (e.g. RedisTier), not {type(shared).__name__}"
+            )
         self._max_entries = max_entries
         self._refresh_after = refresh_after
         self._clock = clock
+        self._shared = shared
         self._lock = threading.Lock()
         # lock (membership): unpinned entries in LRU order, oldest first; pinned ones apart.
         self._lru: OrderedDict[Key, _Entry] = OrderedDict()
         self._pinned: dict[Key, _Entry] = {}
+        # Bound once: the hit path saves a method lookup on each.
+        self._probe = self._lru.get
+        self._touch = self._lru.move_to_end
+        # lock: ttl -> unpinned entries stored with it, in insertion (= expiry) order; may hold
+        # entries dropped since (they are skipped); ``_queued`` counts them all.
+        self._expiry: dict[float, deque[_Entry]] = {}
+        self._queued = 0
         # lock: scope -> the key, or the set of keys, of the entries that carry it. A lone key is
         # stored bare because most scopes (one query's parameter variants) hold one entry.
         self._index: dict[Hashable, Key | set[Key]] = {}
-        # lock: key -> the fetch in progress for it.
-        self._inflight: dict[Key, Flight] = {}
-        # Strong references to background refresh tasks and threads until they end.
-        self._background: set[object] = set()
+        self._memo = KeyMemo(min(4096, max(64, 4 * max_entries)))
+        self._flights = Group(
+            self._lock,
+            lookup=self._lookup_locked,
+            coalesced=self._count_coalesced,
+            store=self._store_flight_locked,
+            refresh_failed=self._refresh_failed_locked,
+        )
         self._hits = 0  # incremented without the lock: ``x += 1`` on an int is atomic under the GIL
         self._misses = 0
         self._coalesced = 0
         self._evictions = 0
         self._expirations = 0
         self._invalidations = 0
+        self._shared_hits = 0
+        self._shared_waits = 0
+        self._shared_faults = 0  # tier exceptions the tier should have absorbed itself
+        if shared is not None:
+            shared.bind(self)
 
     # -- configuration -------------------------------------------------------------------------
     @property
@@ -176,6 +266,16 @@ class WorkingMemory(Generic[T]):
     def refresh_after(self) -> float | None:
         """Age in seconds after which a hit triggers a background refresh, or ``None``."""
         return self._refresh_after
+
+    @property
+    def shared(self) -> SharedTier | None:
+        """The shared second tier, or ``None``."""
+        return self._shared
+
+    @property
+    def refreshing(self) -> int:
+        """Background refreshes still running (also those whose key was invalidated since)."""
+        return self._flights.background
 
     def __repr__(self) -> str:
         return (
@@ -195,34 +295,41 @@ class WorkingMemory(Generic[T]):
         Concurrent callers of one key (threads, or a mix with :meth:`asearch`) share one call of
         ``fetch``. Its exception reaches every caller sharing it and is not cached. ``ttl``
         overrides the default for the stored value.
+
+        Raises:
+            TypeError: ``fetch`` is not callable, is an ``async def`` function or returns an
+                awaitable (nothing is cached); a parameter cannot be frozen into a key.
+            ValueError: a bad ``ttl``, or parameters nested too deeply.
+            RuntimeError: ``fetch`` asked for its own key while computing it.
         """
-        # The hit path, inlined: it should cost little more than the dict probe it is.
+        # The hit path, inlined: it should cost little more than the dict probe it is. A query
+        # already in normal form is its own key (normalising is idempotent, and keys with
+        # parameters are tuples, never equal to a str), so it is probed as given first.
         if params:
-            key: Key = make_key(query, params)
+            key = self._memo.key(query, params)
+            entry = self._probe(key)
         else:
+            key = query
             try:
-                key = _NORMALISED[query]
-            except (KeyError, TypeError):
-                key = normalise_query(query)
-        entry = self._lru.get(key)
-        if entry is not None and ttl is None and callable(fetch):
-            now = self._clock()
-            if entry.expires > now:
-                try:
-                    self._lru.move_to_end(key)
-                except KeyError:
-                    pass  # evicted since the probe: the value read was live
-                self._hits += 1
-                if entry.refresh_at <= now:
-                    self._start_refresh(key, entry, fetch, False, now)
-                return entry.value  # type: ignore[no-any-return]
-        _check_fetch(fetch)
-        seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
-        value = self._peek(key, fetch, False)
+                entry = self._probe(query)
+            except TypeError:  # unhashable: refused below, by normalising it
+                entry = None
+            if entry is None:
+                key = self._memo.query(query)
+                entry = self._probe(key)
+        if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
+            try:
+                self._touch(key)
+            except KeyError:
+                pass  # evicted since the probe: the value read was live
+            self._hits += 1
+            return entry.value  # type: ignore[no-any-return]
+        _check_fetch(fetch, is_async=False)
+        value = self.lookup(key, fetch)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        scopes = (normalise_query(query),) if params else ()
-        return self._fetch_sync(key, fetch, seconds, scopes, None)[0]  # type: ignore[no-any-return]
+        scopes = (self._memo.query(query),) if params else ()
+        return self.load(key, fetch, ttl=ttl, scopes=scopes).value  # type: ignore[no-any-return]
 
     async def asearch(
         self,
@@ -237,45 +344,45 @@ class WorkingMemory(Generic[T]):
         The fetch runs in a task of its own: a cancelled caller never cancels it for the others,
         and it is cancelled only when every caller waiting for it is gone.
         """
+        # The same hit path as search(), inlined again: a shared helper's call would cost more
+        # than a third of the hit.
         if params:
-            key: Key = make_key(query, params)
+            key = self._memo.key(query, params)
+            entry = self._probe(key)
         else:
+            key = query
             try:
-                key = _NORMALISED[query]
-            except (KeyError, TypeError):
-                key = normalise_query(query)
-        entry = self._lru.get(key)
-        if entry is not None and ttl is None and callable(fetch):
-            now = self._clock()
-            if entry.expires > now:
-                try:
-                    self._lru.move_to_end(key)
-                except KeyError:
-                    pass
-                self._hits += 1
-                if entry.refresh_at <= now:
-                    self._start_refresh(key, entry, fetch, True, now)
-                return entry.value  # type: ignore[no-any-return]
-        _check_fetch(fetch)
-        seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
-        value = self._peek(key, fetch, True)
+                entry = self._probe(query)
+            except TypeError:
+                entry = None
+            if entry is None:
+                key = self._memo.query(query)
+                entry = self._probe(key)
+        if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
+            try:
+                self._touch(key)
+            except KeyError:
+                pass
+            self._hits += 1
+            return entry.value  # type: ignore[no-any-return]
+        _check_fetch(fetch, is_async=True)
+        value = self.lookup(key, fetch, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        scopes = (normalise_query(query),) if params else ()
-        return (await self._fetch_async(key, fetch, seconds, scopes, None))[0]  # type: ignore[no-any-return]
+        scopes = (self._memo.query(query),) if params else ()
+        return (await self.aload(key, fetch, ttl=ttl, scopes=scopes)).value  # type: ignore[no-any-return]
 
     def get(self, query: str, **params: Any) -> T | None:
         """The live value for ``query`` and ``params``, or ``None``. Counts a hit or a miss."""
         key = make_key(query, params)
-        value = self._peek(key, None, False)
+        value = self.lookup(key)
         if value is not MISSING:
             return cast(T, value)
         with self._lock:
-            value = self._lookup_locked(key)
+            value = self._lookup_locked(key, True)
             if value is MISSING:
                 self._misses += 1
                 return None
-            self._hits += 1
             return cast(T, value)
 
     def set(
@@ -283,12 +390,15 @@ class WorkingMemory(Generic[T]):
     ) -> None:
         """Store ``value`` for ``query`` and ``params``; ``pin=True`` pins it on insert.
 
-        Setting a pinned key replaces its value and keeps it pinned.
+        Setting a pinned key replaces its value and keeps it pinned. An explicit set wins over a
+        fetch or refresh of the key in flight: that one still answers its own callers, but its
+        result is not stored. Local to this process, even with a shared tier.
         """
         key = make_key(query, params)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
         scopes = (normalise_query(query),) if params else ()
         with self._lock:
+            self._flights.forget_locked(key)
             self._store_locked(key, value, seconds, scopes, pin=pin)
 
     def has(self, query: str, **params: Any) -> bool:
@@ -300,51 +410,90 @@ class WorkingMemory(Generic[T]):
         return entry is not None and entry.expires > self._clock()
 
     def invalidate(self, query: str | None = None, **params: Any) -> int:
-        """Drop entries and return how many were dropped.
+        """Drop entries and return how many were dropped here.
 
         ``invalidate()`` drops everything; ``invalidate(q)`` drops every entry of query ``q``
         whatever its parameters; ``invalidate(q, **params)`` drops that one entry. A fetch in
         flight for a dropped key still answers its own callers but never stores its result, and
-        callers arriving afterwards start a new fetch.
+        callers arriving afterwards start a new fetch. The shared tier, if any, is told too.
         """
         if query is None:
             if params:
                 raise TypeError("invalidate() with parameters needs a query")
-            with self._lock:
-                return self._clear_locked()
+            dropped = self.drop_local(everything=True)
+            self._tell_tier(None, ())
+            return dropped
         if params:
             key = make_key(query, params)
-            with self._lock:
-                flight = self._inflight.pop(key, None)
-                if flight is not None:
-                    flight.detached = True
-                return self._drop_locked((key,))
+            dropped = self.drop_local(keys=(key,))
+            self._tell_tier((key,), ())
+            return dropped
         normalised = normalise_query(query)
-        with self._lock:
-            self._detach_flights_locked(lambda f: f.key == normalised or normalised in f.scopes)
-            return self._drop_locked((normalised, *self._keys_of_scope_locked(normalised)))
+        # A query's plain entry is keyed by the query; its parameter variants carry it as a scope.
+        dropped = self.drop_local(keys=(normalised,), scopes=(normalised,))
+        self._tell_tier((normalised,), (normalised,))
+        return dropped
 
     def invalidate_scope(self, *scopes: Hashable) -> int:
-        """Drop every entry carrying any of ``scopes``; return how many were dropped.
+        """Drop every entry carrying any of ``scopes``; return how many were dropped here.
 
         Adapters tag entries with scopes (a tenant, a container tag, a namespace) when they store
         them; a write then drops exactly what it could have changed. In-flight fetches carrying a
-        scope are detached as by :meth:`invalidate`.
+        scope are detached as by :meth:`invalidate`. The shared tier, if any, is told too.
         """
-        wanted = frozenset(scopes)
-        if not wanted:
+        if not scopes:
             return 0
-        with self._lock:
-            self._detach_flights_locked(lambda f: not wanted.isdisjoint(f.scopes))
-            keys: list[Key] = []
-            for scope in wanted:
-                keys.extend(self._keys_of_scope_locked(scope))
-            return self._drop_locked(keys)
+        dropped = self.drop_local(scopes=scopes)
+        self._tell_tier((), scopes)
+        return dropped
 
     def clear(self) -> None:
-        """Drop every entry (pinned ones too) and detach every fetch in flight."""
+        """Drop every entry (pinned ones too), detach every fetch in flight, tell the tier."""
+        self.invalidate()
+
+    def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
+        """Pass an invalidation on to the shared tier (``keys=None``: everything).
+
+        Called outside the lock: the tier calls :meth:`drop_local` of every bound memory, this
+        one included. A tier that raises is counted as a shared error; the caller's write does
+        not fail for it.
+        """
+        shared = self._shared
+        if shared is None:
+            return
+        try:
+            if keys is None:
+                shared.clear()
+            else:
+                shared.invalidate(keys=keys, scopes=scopes)
+        except Exception:
+            self._shared_faults += 1
+
+    def drop_local(
+        self,
+        *,
+        keys: Iterable[Hashable] = (),
+        scopes: Iterable[Hashable] = (),
+        everything: bool = False,
+    ) -> int:
+        """Drop matching entries of this process only, and detach matching flights.
+
+        What a shared tier calls when another process invalidates; never calls the tier back.
+        Returns how many entries were dropped.
+        """
+        keys = tuple(keys)
+        wanted = frozenset(scopes)
         with self._lock:
-            self._clear_locked()
+            if everything:
+                return self._clear_locked()
+            for key in keys:
+                self._flights.forget_locked(key)
+            if wanted:
+                self._flights.forget_matching_locked(lambda f: not wanted.isdisjoint(f.scopes))
+            dropped: list[Key] = list(keys)
+            for scope in wanted:
+                dropped.extend(self._keys_of_scope_locked(scope))
+            return self._drop_locked(dropped)
 
     def pin(self, query: str, **params: Any) -> bool:
         """Pin a live entry: immune to LRU eviction and expiry until unpinned. True if pinned."""
@@ -356,7 +505,7 @@ class WorkingMemory(Generic[T]):
             if entry is None or entry.expires <= self._clock():
                 return False
             del self._lru[key]
-            entry.refresh_at = _INF
+            entry.fresh = _INF
             self._pinned[key] = entry
             return True
 
@@ -367,15 +516,23 @@ class WorkingMemory(Generic[T]):
             entry = self._pinned.pop(key, None)
             if entry is None:
                 return False
+            # A new entry object: the old one may still sit in an expiry queue, and must read as
+            # dropped there.
             now = self._clock()
-            entry.expires = now + self._ttl
-            entry.refresh_at = self._refresh_deadline(now)
-            self._lru[key] = entry
+            self._lru[key] = fresh = self._entry(key, entry.value, now, self._ttl, entry.scopes)
+            self._queue_locked(fresh)
             self._evict_locked()
             return True
 
     def stats(self) -> CacheStats:
         """A snapshot of the counters, taken under the lock."""
+        inflight = len(self._flights)  # ends dead flights first, so takes the lock itself
+        shared_errors = self._shared_faults
+        if self._shared is not None:
+            try:
+                shared_errors += self._shared.errors
+            except Exception:  # a broken tier must not break the stats (or the telemetry)
+                pass
         with self._lock:
             return CacheStats(
                 hits=self._hits,
@@ -385,15 +542,22 @@ class WorkingMemory(Generic[T]):
                 expirations=self._expirations,
                 invalidations=self._invalidations,
                 size=len(self._lru) + len(self._pinned),
-                inflight=len(self._inflight),
+                inflight=inflight,
+                shared_hits=self._shared_hits,
+                shared_waits=self._shared_waits,
+                shared_errors=shared_errors,
             )
 
-    # -- the key-level interface used by the client adapters ----------------------------------
-    def _peek(self, key: Key, fetch: Callable[[], Any] | None, is_async: bool) -> Any:
-        """The hit path: the live value, counted as a hit, or ``MISSING`` (counted nowhere).
+    # -- the key-level interface: what client adapters call ------------------------------------
+    def lookup(
+        self, key: Key, fetch: Callable[[], Any] | None = None, *, is_async: bool = False
+    ) -> Any:
+        """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
 
-        Lock-free (see module docstring). With ``refresh_after`` set and ``fetch`` given, an old
-        enough hit also starts the single background refresh of its key.
+        Lock-free (see the module docstring). With ``refresh_after`` set and ``fetch`` given, an
+        old enough hit also starts the single background refresh of its key: in a thread, or in
+        a task of the running loop when ``is_async`` (then ``fetch`` returns an awaitable).
+        Adapters build ``key`` themselves (any hashable); on ``MISSING`` they call :meth:`load`.
         """
         entry = self._lru.get(key)
         if entry is None:
@@ -403,205 +567,247 @@ class WorkingMemory(Generic[T]):
             self._hits += 1
             return entry.value
         now = self._clock()
-        if entry.expires <= now:
-            return MISSING
+        if entry.fresh <= now:
+            if entry.expires <= now:
+                return MISSING
+            if fetch is not None and self._refresh_after is not None:
+                self._start_refresh(entry, fetch, is_async)
         try:
             self._lru.move_to_end(key)
         except KeyError:
             pass  # evicted since the probe: the value read was live, so it is still a hit
         self._hits += 1
-        if entry.refresh_at <= now and fetch is not None:
-            self._start_refresh(key, entry, fetch, is_async, now)
         return entry.value
 
-    def _fetch_sync(
+    def load(
         self,
         key: Key,
         fetch: Callable[[], Any],
-        ttl: float,
-        scopes: tuple[Hashable, ...],
-        info: object,
-    ) -> tuple[Any, Outcome, object]:
-        """Look up ``key`` under the lock; on a miss run or join its single fetch, in this thread.
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+    ) -> Loaded:
+        """Look ``key`` up under the lock; on a miss lead or join its single fetch, in this thread.
 
-        Returns the value, how it was obtained, and the leader's ``info`` (this call's own
-        ``info`` when it led). Counts exactly one of hit, miss, coalesced per call.
+        The leader asks the shared tier, if any, which may answer from its store, from another
+        process's fetch, or by running ``fetch``. The result is stored under ``key`` for ``ttl``
+        seconds (default: the memory's) with ``scopes`` for :meth:`invalidate_scope`, unless an
+        invalidation or ``set`` of the key came meanwhile. ``info`` is this caller's handle (e.g.
+        a span context); a follower gets the leader's in :attr:`Loaded.leader`. Counts exactly
+        one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to every caller
+        sharing it and is cached nowhere.
+
+        Raises:
+            TypeError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
+            RuntimeError: ``fetch`` asked for ``key`` while computing it.
         """
-        counted = False
-        here = running_loop()
-        while True:
-            with self._lock:
-                value = self._lookup_locked(key)
-                if value is not MISSING:
-                    if not counted:
-                        self._hits += 1
-                    return value, "hit", None
-                flight = self._inflight.get(key)
-                alone = flight is not None and flight.blocks(here)
-                leader = flight is None
-                if flight is None:
-                    flight = Flight(key, scopes, ttl, info, None)
-                    flight.waiters = 1
-                    self._inflight[key] = flight
-                elif not alone:
-                    event = flight.join_thread()
-                if not counted:
-                    if leader or alone:
-                        self._misses += 1
-                    else:
-                        self._coalesced += 1
-                counted = True
-            if alone:
-                # Its fetch runs on the loop this thread would block: waiting would deadlock.
-                return fetch(), "miss", info
-            if leader:
-                return self._lead_sync(flight, fetch), "miss", info
-            event.wait()
-            if flight.cancelled:
-                continue  # its fetch died of something not ours: start again
-            if flight.error is not None:
-                raise flight.error
-            return flight.value, "coalesced", flight.info
+        _check_fetch(fetch, is_async=False)
+        seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
+        value, how, leader = self._flights.do(
+            key, self._sync_load(key, scopes, seconds, fetch), seconds, scopes, info
+        )
+        outcome, tier = _SERVED[how]
+        return Loaded(
+            value, outcome, tier, leader if outcome != "hit" and tier == "local" else None
+        )
 
-    async def _fetch_async(
+    async def aload(
         self,
         key: Key,
         fetch: Callable[[], Awaitable[Any]],
-        ttl: float,
-        scopes: tuple[Hashable, ...],
-        info: object,
-    ) -> tuple[Any, Outcome, object]:
-        """Async :meth:`_fetch_sync`: the fetch runs in a task on this loop."""
-        loop = asyncio.get_running_loop()
-        counted = False
-        while True:
-            with self._lock:
-                value = self._lookup_locked(key)
-                if value is not MISSING:
-                    if not counted:
-                        self._hits += 1
-                    return value, "hit", None
-                flight = self._inflight.get(key)
-                leader = flight is None
-                if flight is None:
-                    if not counted:
-                        self._misses += 1
-                    flight = Flight(key, scopes, ttl, info, loop)
-                    self._inflight[key] = flight
-                elif not counted:
-                    self._coalesced += 1
-                waiter = flight.join_async(loop)
-            counted = True
-            if leader:
-                # Created outside the lock: a task factory may run code eagerly.
-                flight.task = loop.create_task(self._run_async(flight, fetch))
-            try:
-                await waiter
-            except asyncio.CancelledError:
-                with self._lock:
-                    if flight.leave_async(loop, waiter) and not flight.done:
-                        if self._inflight.get(key) is flight:
-                            del self._inflight[key]
-                        flight.abandon()
-                raise
-            if flight.cancelled:
-                continue
-            if flight.error is not None:
-                raise flight.error
-            return flight.value, "miss" if leader else "coalesced", flight.info
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+    ) -> Loaded:
+        """Async :meth:`load`: the leader's fetch runs in a task of its own on this loop.
 
-    # -- flights -------------------------------------------------------------------------------
-    def _lead_sync(self, flight: Flight, fetch: Callable[[], Any]) -> Any:
-        try:
-            value = fetch()
-        except Exception as error:
-            self._finish(flight, None, error, cancelled=False)
-            raise
-        except BaseException:
-            # KeyboardInterrupt, SystemExit...: not the waiters' failure; they start again.
-            self._finish(flight, None, None, cancelled=True)
-            raise
-        self._finish(flight, value, None, cancelled=False)
-        return value
+        A cancelled caller never cancels the fetch for the others; it is cancelled only when every
+        caller waiting for it is gone.
+        """
+        _check_fetch(fetch, is_async=True)
+        seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
+        value, how, leader = await self._flights.ado(
+            key, self._async_load(key, scopes, seconds, fetch), seconds, scopes, info
+        )
+        outcome, tier = _SERVED[how]
+        return Loaded(
+            value, outcome, tier, leader if outcome != "hit" and tier == "local" else None
+        )
 
-    async def _run_async(self, flight: Flight, fetch: Callable[[], Awaitable[Any]]) -> None:
-        try:
-            value = await fetch()
-        except asyncio.CancelledError:
-            self._finish(flight, None, None, cancelled=True)
-            raise
-        except Exception as error:
-            self._finish(flight, None, error, cancelled=False)
-        except BaseException:
-            self._finish(flight, None, None, cancelled=True)
-            raise
+    # -- what a leader runs: the fetch, or the shared tier around it ----------------------------
+    def _count_led(self, outcome: TierOutcome) -> None:
+        if outcome == "shared_hit":
+            self._hits += 1
+            self._shared_hits += 1
+        elif outcome == "shared_wait":
+            self._coalesced += 1
+            self._shared_waits += 1
         else:
-            self._finish(flight, value, None, cancelled=False)
+            self._misses += 1
 
-    def _finish(
-        self, flight: Flight, value: Any, error: BaseException | None, *, cancelled: bool
-    ) -> None:
-        with self._lock:
-            if self._inflight.get(flight.key) is flight:
-                del self._inflight[flight.key]
-            if error is None and not cancelled and not flight.detached:
-                self._store_locked(flight.key, value, flight.ttl, flight.scopes, pin=False)
-            elif flight.refresh:
-                # A failed refresh keeps the old value until its TTL; retry after a while.
-                entry = self._lru.get(flight.key)
-                if entry is not None and self._refresh_after is not None:
-                    entry.refresh_at = self._clock() + self._refresh_after
-            flight.finish(value, error, cancelled)
-        flight.wake()
+    def _count_coalesced(self) -> None:
+        self._coalesced += 1
 
-    def _start_refresh(
-        self, key: Key, entry: _Entry, fetch: Callable[[], Any], is_async: bool, now: float
-    ) -> None:
-        loop = running_loop() if is_async else None
-        if is_async and loop is None:
-            return
-        with self._lock:
-            if entry.refresh_at > now or key in self._inflight:
-                return
-            entry.refresh_at = _INF  # one refresh per entry; a failure re-arms it
-            flight = Flight(key, entry.scopes, self._ttl, None, loop)
-            flight.refresh = True
-            self._inflight[key] = flight
-        if loop is not None:
-            task = loop.create_task(self._run_async(flight, fetch))
-            flight.task = task
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-            return
+    def _sync_load(
+        self,
+        key: Key,
+        scopes: tuple[Hashable, ...],
+        ttl: float,
+        fetch: Callable[[], Any],
+    ) -> Load:
+        shared = self._shared
+        if shared is None:
 
-        def refresh() -> None:
+            def load(count: bool) -> TierResult:
+                if count:
+                    self._misses += 1
+                return TierResult(_call_sync(fetch), "fetched")
+
+            return load
+        ran: list[tuple[bool, Any]] = []  # what the fetch did, if the tier called it
+
+        def guarded() -> Any:
             try:
-                self._lead_sync(flight, fetch)
-            except Exception:
-                pass  # the stored value stays until its TTL; a later hit retries
-            finally:
-                self._background.discard(thread)
+                value = _call_sync(fetch)
+            except BaseException as error:
+                ran.append((False, error))
+                raise
+            ran.append((True, value))
+            return value
 
-        thread = threading.Thread(target=refresh, name="wm-refresh", daemon=True)
-        self._background.add(thread)
-        thread.start()
+        def load_shared(count: bool) -> TierResult:
+            try:
+                try:
+                    result = shared.load(key, scopes, ttl, guarded)
+                except Exception as error:
+                    result = self._tier_fault(error, ran) or TierResult(guarded(), "fetched")
+            except BaseException:
+                if count:
+                    self._misses += 1  # the fetch ran, and failed
+                raise
+            if count:
+                self._count_led(result.outcome)
+            return result
+
+        return load_shared
+
+    def _async_load(
+        self,
+        key: Key,
+        scopes: tuple[Hashable, ...],
+        ttl: float,
+        fetch: Callable[[], Awaitable[Any]],
+    ) -> AsyncLoad:
+        shared = self._shared
+        if shared is None:
+
+            async def load(count: bool) -> TierResult:
+                if count:
+                    self._misses += 1
+                return TierResult(await fetch(), "fetched")
+
+            return load
+        ran: list[tuple[bool, Any]] = []
+
+        async def guarded() -> Any:
+            try:
+                value = await fetch()
+            except BaseException as error:
+                ran.append((False, error))
+                raise
+            ran.append((True, value))
+            return value
+
+        async def load_shared(count: bool) -> TierResult:
+            try:
+                try:
+                    result = await shared.aload(key, scopes, ttl, guarded)
+                except Exception as error:
+                    result = self._tier_fault(error, ran) or TierResult(await guarded(), "fetched")
+            except BaseException:
+                if count:
+                    self._misses += 1
+                raise
+            if count:
+                self._count_led(result.outcome)
+            return result
+
+        return load_shared
+
+    def _tier_fault(self, error: Exception, ran: list[tuple[bool, Any]]) -> TierResult | None:
+        """Sort out an exception out of the tier's load: the fetch's own, or the tier's fault.
+
+        The tier should absorb its own failures (see ``_tier``); one that does not is counted as
+        a shared error and never reaches the caller. The fetch's exception propagates unchanged.
+        A tier that broke after the fetch ran yields the fetched value; one that broke before it
+        yields ``None``: the caller then runs the fetch itself.
+        """
+        if not ran:
+            self._shared_faults += 1
+            return None
+        fetched, got = ran[-1]
+        if not fetched:
+            if got is error:
+                raise error
+            raise got
+        self._shared_faults += 1
+        return TierResult(got, "fetched")
+
+    # -- background refresh --------------------------------------------------------------------
+    def _start_refresh(self, entry: _Entry, fetch: Callable[[], Any], is_async: bool) -> None:
+        now = self._clock()
+
+        def claim() -> bool:  # lock held
+            if entry.fresh > now or self._lru.get(entry.key) is not entry:
+                return False
+            entry.fresh = entry.expires  # one refresh per entry; a failure re-arms it
+            return True
+
+        load: Load | AsyncLoad
+        if is_async:
+            load = self._async_load(entry.key, entry.scopes, entry.ttl, fetch)
+        else:
+            load = self._sync_load(entry.key, entry.scopes, entry.ttl, fetch)
+        self._flights.refresh(entry.key, claim, load, entry.ttl, entry.scopes, is_async=is_async)
+
+    def _refresh_failed_locked(self, key: Hashable) -> None:
+        entry = self._lru.get(key)
+        if entry is not None and self._refresh_after is not None:
+            entry.fresh = min(entry.expires, self._clock() + self._refresh_after)
 
     # -- storage (lock held) -------------------------------------------------------------------
-    def _lookup_locked(self, key: Key) -> Any:
+    def _lookup_locked(self, key: Hashable, count: bool) -> Any:
         entry = self._lru.get(key)
         if entry is None:
             entry = self._pinned.get(key)
-            return MISSING if entry is None else entry.value
-        if entry.expires <= self._clock():
+            if entry is None:
+                return MISSING
+        elif entry.expires <= self._clock():
             del self._lru[key]
             self._unindex_locked(key, entry)
             self._expirations += 1
             return MISSING
-        self._lru.move_to_end(key)
+        else:
+            self._lru.move_to_end(key)
+        if count:
+            self._hits += 1
         return entry.value
 
-    def _refresh_deadline(self, now: float) -> float:
-        return _INF if self._refresh_after is None else now + self._refresh_after
+    def _entry(
+        self, key: Key, value: Any, now: float, ttl: float, scopes: tuple[Hashable, ...]
+    ) -> _Entry:
+        expires = now + ttl
+        fresh = expires
+        if self._refresh_after is not None:
+            fresh = min(expires, now + self._refresh_after)
+        return _Entry(key, value, expires, fresh, ttl, scopes)
+
+    def _store_flight_locked(
+        self, key: Hashable, value: Any, ttl: float, scopes: tuple[Hashable, ...]
+    ) -> None:
+        self._store_locked(key, value, ttl, scopes, pin=False)
 
     def _store_locked(
         self, key: Key, value: Any, ttl: float, scopes: tuple[Hashable, ...], *, pin: bool
@@ -614,10 +820,13 @@ class WorkingMemory(Generic[T]):
         old = self._lru.pop(key, None)
         if old is not None:
             self._unindex_locked(key, old)
+        entry = self._entry(key, value, now, ttl, scopes)
         if pin:
-            self._pinned[key] = _Entry(value, now + ttl, _INF, scopes)
+            entry.fresh = _INF
+            self._pinned[key] = entry
         else:
-            self._lru[key] = _Entry(value, now + ttl, self._refresh_deadline(now), scopes)
+            self._lru[key] = entry
+            self._queue_locked(entry)
         for scope in scopes:
             keys = self._index.get(scope, _NO_KEY)
             if keys is _NO_KEY:
@@ -629,9 +838,53 @@ class WorkingMemory(Generic[T]):
         if not pin:
             self._evict_locked()
 
+    def _queue_locked(self, entry: _Entry) -> None:
+        queue = self._expiry.get(entry.ttl)
+        if queue is None:
+            if len(self._expiry) < _MAX_QUEUES:
+                queue = self._expiry[entry.ttl] = deque()
+            else:
+                # Too many distinct TTLs for a queue each: share the nearest. That queue's order
+                # then only approximates expiry order, so an expired entry behind a live head
+                # waits for a read or for LRU eviction; the cost per eviction stays bounded.
+                queue = self._expiry[min(self._expiry, key=lambda ttl: abs(ttl - entry.ttl))]
+        queue.append(entry)
+        self._queued += 1
+        if self._queued > 2 * len(self._lru) + 64:
+            self._compact_locked()
+
+    def _compact_locked(self) -> None:
+        """Rebuild the expiry queues without the entries dropped since they were queued."""
+        lru = self._lru
+        for ttl, queue in list(self._expiry.items()):
+            live = deque(entry for entry in queue if lru.get(entry.key) is entry)
+            if live:
+                self._expiry[ttl] = live
+            else:
+                del self._expiry[ttl]
+        self._queued = sum(len(queue) for queue in self._expiry.values())
+
     def _evict_locked(self) -> None:
-        while len(self._lru) > self._max_entries:
-            key, entry = self._lru.popitem(last=False)
+        lru = self._lru
+        if len(lru) <= self._max_entries:
+            return
+        # Expired entries first: the head of each TTL's queue expires first within it.
+        now = self._clock()
+        for ttl, queue in list(self._expiry.items()):
+            while queue and len(lru) > self._max_entries:
+                entry = queue[0]
+                if lru.get(entry.key) is entry:
+                    if entry.expires > now:
+                        break
+                    del lru[entry.key]
+                    self._unindex_locked(entry.key, entry)
+                    self._expirations += 1
+                queue.popleft()
+                self._queued -= 1
+            if not queue:
+                del self._expiry[ttl]
+        while len(lru) > self._max_entries:
+            key, entry = lru.popitem(last=False)
             self._unindex_locked(key, entry)
             self._evictions += 1
 
@@ -667,20 +920,15 @@ class WorkingMemory(Generic[T]):
         self._invalidations += dropped
         return dropped
 
-    def _detach_flights_locked(self, matches: Callable[[Flight], bool]) -> None:
-        for key, flight in list(self._inflight.items()):
-            if matches(flight):
-                flight.detached = True
-                del self._inflight[key]
-
     def _clear_locked(self) -> int:
         dropped = len(self._lru) + len(self._pinned)
         self._lru.clear()
         self._pinned.clear()
         self._index.clear()
-        for flight in self._inflight.values():
-            flight.detached = True
-        self._inflight.clear()
+        self._expiry.clear()
+        self._queued = 0
+        self._memo.clear()
+        self._flights.forget_all_locked()
         self._invalidations += dropped
         return dropped
 

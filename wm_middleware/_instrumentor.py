@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import importlib
 import logging
+import math
 import os
+import threading
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -32,12 +34,18 @@ __all__ = ["WorkingMemoryInstrumentor", "instrument", "uninstrument", "wrap"]
 
 logger = logging.getLogger("wm_middleware")
 
-# Configuration read when the instrumentor is loaded by ``opentelemetry-instrument`` (no arguments).
+# Configuration the instrumentor reads when called without it (the ``opentelemetry-instrument``
+# loader passes no arguments). Each variable is read only for a setting not passed explicitly.
 ENV_MAX_ENTRIES = "WM_MIDDLEWARE_MAX_ENTRIES"
 ENV_TTL = "WM_MIDDLEWARE_TTL"
 ENV_CACHE = "WM_MIDDLEWARE_CACHE"
 ENV_TRACE_HITS = "WM_MIDDLEWARE_TRACE_HITS"
 ENV_HTTPX = "WM_MIDDLEWARE_HTTPX"
+
+# Serialises instrument()/uninstrument() across threads: BaseInstrumentor checks and sets its
+# "instrumented" flag without a lock, so two threads could both patch and one record be lost.
+# Re-entrant because ``instrument()`` holds it around ``WorkingMemoryInstrumentor.instrument``.
+_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,14 +68,40 @@ def _env_bool(name: str, default: bool) -> bool:
     raise ValueError(f"{name} must be true or false, got {raw!r}")
 
 
-def _env_number(name: str, kind: type[int] | type[float], default: float) -> Any:
+def _env_number(name: str, default: float, kind: type[int] | type[float], rule: str) -> Any:
+    """``name`` as a positive, finite ``kind``; ``rule`` words that for the error message."""
     raw = os.environ.get(name)
     if raw is None or not raw.strip():
         return default
     try:
-        return kind(raw.strip())
+        value = kind(raw.strip())
     except ValueError:
-        raise ValueError(f"{name} must be a {kind.__name__}, got {raw!r}") from None
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be {rule}, got {raw!r}")
+    return value
+
+
+def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``kwargs`` completed from the environment, reading only what was not passed.
+
+    Raises:
+        ValueError: a variable that had to be read holds a bad value (the message names it).
+    """
+    settings = dict(kwargs)
+    if settings.get("working_memory") is None:
+        if "max_entries" not in settings:
+            settings["max_entries"] = _env_number(ENV_MAX_ENTRIES, 100, int, "an integer >= 1")
+        if "ttl" not in settings:
+            settings["ttl"] = _env_number(ENV_TTL, 60.0, float, "a number of seconds > 0")
+    for name, variable, default in (
+        ("cache", ENV_CACHE, True),
+        ("trace_hits", ENV_TRACE_HITS, True),
+        ("httpx", ENV_HTTPX, False),
+    ):
+        if name not in settings:
+            settings[name] = _env_bool(variable, default)
+    return settings
 
 
 def _memory_from(working_memory: object, max_entries: int, ttl: float) -> WorkingMemory[Any]:
@@ -80,9 +114,12 @@ def _memory_from(working_memory: object, max_entries: int, ttl: float) -> Workin
     return working_memory
 
 
-def _adapter_modules() -> list[Any]:
+def _adapter_modules(**flags: bool) -> list[Any]:
+    """The adapter modules to use: every one without a flag, and those whose flag is set."""
     modules = []
-    for path in ADAPTERS:
+    for path, flag in ADAPTERS:
+        if flag is not None and not flags.get(flag):
+            continue
         try:
             modules.append(importlib.import_module(path))
         except Exception:  # an adapter that cannot load must not stop the others
@@ -101,11 +138,14 @@ def _resolve(patch: Patch) -> tuple[Any, str]:
 class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     """Routes Supermemory reads through a :class:`WorkingMemory`, with spans and metrics.
 
-    A singleton, like every ``BaseInstrumentor``. ``instrument()`` without arguments (as the
-    ``opentelemetry-instrument`` loader calls it) reads ``WM_MIDDLEWARE_MAX_ENTRIES``,
-    ``WM_MIDDLEWARE_TTL``, ``WM_MIDDLEWARE_CACHE``, ``WM_MIDDLEWARE_TRACE_HITS`` and
-    ``WM_MIDDLEWARE_HTTPX``. Prefer :func:`wm_middleware.instrument`, which validates its
-    arguments and returns the working memory.
+    A singleton, like every ``BaseInstrumentor``; ``instrument()`` and ``uninstrument()`` may be
+    called from any thread. Settings not passed to ``instrument()`` (the
+    ``opentelemetry-instrument`` loader passes none) come from ``WM_MIDDLEWARE_MAX_ENTRIES``
+    (int >= 1), ``WM_MIDDLEWARE_TTL`` (seconds > 0), ``WM_MIDDLEWARE_CACHE``,
+    ``WM_MIDDLEWARE_TRACE_HITS`` and ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only
+    when its setting is missing (``working_memory=`` covers size and ttl). Prefer
+    :func:`wm_middleware.instrument`, which validates its arguments, raises on bad ones, and
+    returns the working memory.
     """
 
     _applied: list[_Applied]
@@ -119,26 +159,45 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
         """The working memory in use while instrumented."""
         return None if self.runtime is None else self.runtime.memory
 
+    def instrument(self, **kwargs: Any) -> Any:
+        """Apply the patches once; thread-safe. A bad environment value logs one line.
+
+        Settings not passed are read from ``WM_MIDDLEWARE_*``. A bad value is logged as one
+        error line naming the variable and the process runs uninstrumented (every call goes
+        upstream, uncached): raising here would make the ``opentelemetry-instrument`` loader log
+        two tracebacks and skip the instrumentors after this one, without stopping the app.
+        """
+        with _LOCK:
+            if self.is_instrumented_by_opentelemetry:
+                return None
+            try:
+                settings = _settings(kwargs)
+            except ValueError as error:
+                logger.error("wm_middleware: not instrumented: %s", error)
+                return None
+            return super().instrument(**settings)
+
+    def uninstrument(self, **kwargs: Any) -> Any:
+        """Put every original back by identity; thread-safe; a no-op when not instrumented."""
+        with _LOCK:
+            return super().uninstrument(**kwargs)
+
     def _instrument(self, **kwargs: Any) -> WorkingMemory[Any]:
         memory = _memory_from(
-            kwargs.get("working_memory"),
-            kwargs.get("max_entries", _env_number(ENV_MAX_ENTRIES, int, 100)),
-            kwargs.get("ttl", _env_number(ENV_TTL, float, 60.0)),
+            kwargs.get("working_memory"), kwargs.get("max_entries", 100), kwargs.get("ttl", 60.0)
         )
         telemetry = Telemetry(
             kwargs.get("tracer_provider"),
             kwargs.get("meter_provider"),
-            trace_hits=kwargs.get("trace_hits", _env_bool(ENV_TRACE_HITS, True)),
+            trace_hits=kwargs.get("trace_hits", True),
         )
-        runtime = Runtime(memory, telemetry, cache=kwargs.get("cache", _env_bool(ENV_CACHE, True)))
-        with_httpx = kwargs.get("httpx", _env_bool(ENV_HTTPX, False))
+        runtime = Runtime(memory, telemetry, cache=kwargs.get("cache", True))
+        with_httpx = kwargs.get("httpx", False)
         self.runtime = runtime
         self._applied = []
-        for module in _adapter_modules():
+        for module in _adapter_modules(httpx=with_httpx):
             try:
                 patches: list[Patch] = list(module.patches(runtime))
-                if with_httpx and hasattr(module, "send_patches"):
-                    patches.extend(module.send_patches(runtime))
             except Exception:
                 logger.warning("wm_middleware: %s not instrumented", module.__name__, exc_info=True)
                 continue
@@ -209,6 +268,32 @@ def instrument(
     Raises:
         TypeError, ValueError: a bad argument.
     """
+    with _LOCK:
+        return _instrument_once(
+            max_entries,
+            ttl,
+            working_memory,
+            tracer_provider,
+            meter_provider,
+            cache=cache,
+            trace_hits=trace_hits,
+            httpx=httpx,
+            otlp_endpoint=otlp_endpoint,
+        )
+
+
+def _instrument_once(
+    max_entries: int,
+    ttl: float,
+    working_memory: WorkingMemory[Any] | None,
+    tracer_provider: TracerProvider | None,
+    meter_provider: MeterProvider | None,
+    *,
+    cache: bool,
+    trace_hits: bool,
+    httpx: bool,
+    otlp_endpoint: str | None,
+) -> WorkingMemory[Any]:
     instrumentor = WorkingMemoryInstrumentor()
     if instrumentor.is_instrumented_by_opentelemetry and instrumentor.runtime is not None:
         return instrumentor.runtime.memory
@@ -276,14 +361,8 @@ def wrap(
         wrapped = wrapper(client, runtime)
         if wrapped is not None:
             return wrapped
-    raise TypeError(f"wrap() does not know how to cache a {type(client).__qualname__}")
-
-
-def _loader_options() -> Mapping[str, Any]:  # pragma: no cover - documentation aid
-    return {
-        ENV_MAX_ENTRIES: "int >= 1",
-        ENV_TTL: "seconds > 0",
-        ENV_CACHE: "true|false",
-        ENV_TRACE_HITS: "true|false",
-        ENV_HTTPX: "true|false",
-    }
+    hint = ""
+    if type(client).__module__.startswith("httpx"):
+        # httpx has no public way to copy a client with another transport.
+        hint = "; give an httpx client a wm_middleware.CachingTransport instead"
+    raise TypeError(f"wrap() does not know how to cache a {type(client).__qualname__}{hint}")

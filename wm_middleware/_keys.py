@@ -7,15 +7,18 @@ get different answers share an entry. So:
 * keyword parameters are order-independent (sorted by name), and values are frozen recursively:
   lists and tuples keep their order, dicts and sets do not, and ``True`` is kept apart from ``1``
   (they hash alike in Python but are different JSON).
+
+:class:`KeyMemo` memoises both steps for one cache. It belongs to that cache, so the query text it
+holds lives no longer than the cache (and is dropped by its ``clear``).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["Key", "freeze", "make_key", "normalise_query"]
+__all__ = ["MAX_DEPTH", "Key", "KeyMemo", "freeze", "make_key", "normalise_query"]
 
 Key = Hashable
 
@@ -25,11 +28,12 @@ _DICT = "\x00dict"
 _SET = "\x00set"
 _BOOL = "\x00bool"
 
-# Normalised forms of recently seen queries. Agents repeat the same few queries, so this turns the
-# split/join of every lookup into one dict probe. Reads and writes of a dict are atomic under the
-# GIL; the cache is dropped wholesale when it grows past its bound.
-_NORMALISED: dict[str, str] = {}
-_NORMALISED_MAX = 4096
+MAX_DEPTH: Final = 32
+"""How deeply parameter values may nest; deeper (or self-referential) values are refused."""
+
+# Queries longer than this are normalised on every call instead of memoised: the split/join then
+# costs little next to the request, and the memo's memory stays small whatever callers send.
+_MEMO_MAX_CHARS: Final = 1024
 
 
 def normalise_query(query: object) -> str:
@@ -38,48 +42,44 @@ def normalise_query(query: object) -> str:
     Raises:
         TypeError: ``query`` is not a ``str``.
     """
-    if type(query) is str:
-        cached = _NORMALISED.get(query)
-        if cached is not None:
-            return cached
-    elif not isinstance(query, str):
+    if not isinstance(query, str):
         raise TypeError(f"query must be a str, not {type(query).__name__}")
     folded = " ".join(query.split())
     # Keep the caller's object when nothing changed: one string in memory, not two.
-    normalised = query if folded == query else folded
-    if len(_NORMALISED) >= _NORMALISED_MAX:
-        _NORMALISED.clear()
-    _NORMALISED[query] = normalised
-    return normalised
+    return query if folded == query else folded
 
 
-def freeze(value: Any) -> Hashable:
+def freeze(value: Any, _depth: int = 0) -> Hashable:
     """Turn a JSON-like value into an equal-if-and-only-if-equivalent hashable form.
 
     Raises:
         TypeError: the value holds something unhashable that is not a list, tuple, dict or set.
+        ValueError: the value nests deeper than :data:`MAX_DEPTH` (or contains itself).
     """
     kind = type(value)
-    if kind is str or kind is int or value is None:
-        return value  # type: ignore[no-any-return]
-    if kind is float:
+    if kind is str or kind is int or kind is float or value is None:
         # -0.0 == 0.0 already; NaN never equals itself, so a NaN parameter simply never hits.
         return value  # type: ignore[no-any-return]
     if kind is bool:
         return (_BOOL, value)
+    if _depth >= MAX_DEPTH:
+        raise ValueError(
+            f"cache key parameters nest deeper than {MAX_DEPTH} levels (or contain themselves)"
+        )
+    depth = _depth + 1
     if kind is list or kind is tuple:
         for item in value:
             if type(item) is not str:
                 break
         else:
             return (_LIST, *value)  # the common case: a list of tags
-        return (_LIST, *map(freeze, value))
+        return (_LIST, *(freeze(item, depth) for item in value))
     if isinstance(value, (list, tuple)):
-        return (_LIST, *map(freeze, value))
+        return (_LIST, *(freeze(item, depth) for item in value))
     if isinstance(value, Mapping):
-        return (_DICT, *sorted((str(k), freeze(v)) for k, v in value.items()))
+        return (_DICT, *sorted((str(k), freeze(v, depth)) for k, v in value.items()))
     if isinstance(value, (set, frozenset)):
-        return (_SET, frozenset(map(freeze, value)))
+        return (_SET, frozenset(freeze(item, depth) for item in value))
     if isinstance(value, float) and math.isnan(value):
         return value
     try:
@@ -97,3 +97,74 @@ def make_key(query: object, params: Mapping[str, Any]) -> Key:
     if not params:
         return normalised
     return (normalised, tuple(sorted((name, freeze(v)) for name, v in params.items())))
+
+
+class KeyMemo:
+    """Memoised :func:`normalise_query` and :func:`make_key` for one cache.
+
+    Agents repeat the same few queries, so the split/join and the freezing of every lookup become
+    one dict probe. Bounded by ``size`` entries per table, dropped wholesale past it; queries over
+    1,024 characters are not memoised. Reads and writes of a dict are atomic under the GIL, so no
+    lock is needed.
+    """
+
+    __slots__ = ("_params", "_queries", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._queries: dict[str, str] = {}
+        self._params: dict[tuple[Any, ...], Key] = {}
+
+    def query(self, query: object) -> str:
+        """:func:`normalise_query`, memoised."""
+        if type(query) is not str:
+            return normalise_query(query)
+        normalised = self._queries.get(query)
+        if normalised is not None:
+            return normalised
+        normalised = normalise_query(query)
+        if len(query) <= _MEMO_MAX_CHARS:
+            if len(self._queries) >= self._size:
+                self._queries.clear()
+            self._queries[query] = normalised
+        return normalised
+
+    def key(self, query: object, params: Mapping[str, Any]) -> Key:
+        """:func:`make_key`, memoised when every parameter is a str, int, float or list of str.
+
+        The memo is probed with a cheap stand-in for ``(query, params)``: the query, then each
+        ``(name, value)`` pair in call order, a list or tuple of str standing as a tagged tuple
+        of its items. Stand-ins are equal exactly when the frozen keys are (``True`` is no int
+        here: ``type(value) is int``), and the same call spelled in another order is another
+        slot holding the same key.
+        """
+        if not params:
+            return self.query(query)
+        if type(query) is not str or len(query) > _MEMO_MAX_CHARS:
+            return make_key(query, params)
+        probe: list[Any] = [query]
+        for item in params.items():
+            value = item[1]
+            kind = type(value)
+            if kind is str or kind is int or kind is float:
+                probe.append(item)
+            elif kind is list or kind is tuple:
+                for tag in value:
+                    if type(tag) is not str:
+                        return make_key(query, params)
+                probe.append((item[0], _LIST, *value))
+            else:
+                return make_key(query, params)
+        stand_in = tuple(probe)
+        key = self._params.get(stand_in)
+        if key is None:
+            key = make_key(self.query(query), params)
+            if len(self._params) >= self._size:
+                self._params.clear()
+            self._params[stand_in] = key
+        return key
+
+    def clear(self) -> None:
+        """Forget every memoised query."""
+        self._queries.clear()
+        self._params.clear()

@@ -19,12 +19,12 @@ import time
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 from opentelemetry.trace import SpanKind
 
-from ._cache import MISSING, WorkingMemory
+from ._cache import MISSING, Loaded, WorkingMemory
 from ._telemetry import INVALIDATED, Telemetry, error_type
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
@@ -45,6 +45,12 @@ def _same(value: Any) -> Any:
 
 def _no_count(value: Any) -> int | None:
     return None
+
+
+# How a read is routed (see Runtime._route).
+_PASS: Final = object()
+_BYPASS: Final = object()
+_CACHE: Final = object()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,11 +96,15 @@ class Runtime:
         telemetry.watch(memory)
 
     # -- reads ---------------------------------------------------------------------------------
+    # ``read`` and ``aread`` are thin shells over the same decisions: ``_route`` (pass through,
+    # bypass or cache), ``WorkingMemory.lookup``, then ``_hit`` or ``_done`` / ``_failed``. Only
+    # the fetch wrapper and the wait for ``load`` / ``aload`` differ between them.
     def read(self, read: Read, fetch: Callable[[], T]) -> T:
         """Serve ``read`` from the cache, or run ``fetch`` once for every concurrent caller."""
-        if _HANDLING.get():
+        route = self._route()
+        if route is _PASS:
             return fetch()
-        if not self.cache or not is_instrumentation_enabled():
+        if route is _BYPASS:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
@@ -108,31 +118,27 @@ class Runtime:
             finally:
                 _HANDLING.reset(token)
 
-        stored = memory._peek(
-            read.key, fetch_encoded if memory.refresh_after is not None else None, False
+        stored = memory.lookup(
+            read.key, fetch_encoded if memory.refresh_after is not None else None
         )
         if stored is not MISSING:
-            value: T = read.decode(stored)
-            self._hit(read, start, value)
-            return value
-        telemetry = self.telemetry
-        with telemetry.read_span(read.operation, read.server, read.query) as span:
+            return self._hit(read, start, stored)  # type: ignore[no-any-return]
+        with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
-                stored, result, leader = memory._fetch_sync(
-                    read.key, fetch_encoded, memory.ttl, read.scopes, span.get_span_context()
+                loaded = memory.load(
+                    read.key, fetch_encoded, scopes=read.scopes, info=span.get_span_context()
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
                 raise
-            value = read.decode(stored)
-            self._done(span, read, result, leader, value, start)
-        return value
+            return self._done(span, read, loaded, start)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
-        if _HANDLING.get():
+        route = self._route()
+        if route is _PASS:
             return await fetch()
-        if not self.cache or not is_instrumentation_enabled():
+        if route is _BYPASS:
             return await self.abypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
@@ -144,27 +150,32 @@ class Runtime:
             finally:
                 _HANDLING.reset(token)
 
-        stored = memory._peek(
-            read.key, fetch_encoded if memory.refresh_after is not None else None, True
+        stored = memory.lookup(
+            read.key, fetch_encoded if memory.refresh_after is not None else None, is_async=True
         )
         if stored is not MISSING:
-            value: T = read.decode(stored)
-            self._hit(read, start, value)
-            return value
-        telemetry = self.telemetry
-        with telemetry.read_span(read.operation, read.server, read.query) as span:
+            return self._hit(read, start, stored)  # type: ignore[no-any-return]
+        with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
-                stored, result, leader = await memory._fetch_async(
-                    read.key, fetch_encoded, memory.ttl, read.scopes, span.get_span_context()
+                loaded = await memory.aload(
+                    read.key, fetch_encoded, scopes=read.scopes, info=span.get_span_context()
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
                 raise
-            value = read.decode(stored)
-            self._done(span, read, result, leader, value, start)
-        return value
+            return self._done(span, read, loaded, start)  # type: ignore[no-any-return]
 
-    def _hit(self, read: Read, start: float, value: Any) -> None:
+    def _route(self) -> object:
+        """How a read goes: through an outer layer, uncached (observed), or through the cache."""
+        if _HANDLING.get():
+            return _PASS
+        if not self.cache or not is_instrumentation_enabled():
+            return _BYPASS
+        return _CACHE
+
+    def _hit(self, read: Read, start: float, stored: Any) -> Any:
+        """A hit of this process's memory (tier ``local``): decode, count, maybe trace."""
+        value = read.decode(stored)
         telemetry = self.telemetry
         telemetry.count("hit", read.operation)
         if telemetry.trace_hits:
@@ -175,16 +186,23 @@ class Runtime:
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
         elif telemetry.sample_hit():
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
+        return value
 
-    def _done(
-        self, span: Any, read: Read, result: str, leader: object, value: Any, start: float
-    ) -> None:
+    def _done(self, span: Any, read: Read, loaded: Loaded, start: float) -> Any:
+        """Decode and record a read that went past the lock-free lookup.
+
+        ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
+        ``wm.cache.tier`` span attribute (hits served by ``_hit`` are all "local").
+        """
+        value = read.decode(loaded.value)
+        result = loaded.outcome
         telemetry = self.telemetry
         telemetry.count(result, read.operation)
         telemetry.end_read(
-            span, result, read.count(value), leader if result == "coalesced" else None
+            span, result, read.count(value), loaded.leader if result == "coalesced" else None
         )
         telemetry.record_duration(time.perf_counter() - start, result, read.operation)
+        return value
 
     def _failed(self, span: Any, error: BaseException, operation: str, start: float) -> None:
         telemetry = self.telemetry

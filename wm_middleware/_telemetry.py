@@ -8,7 +8,19 @@ is tens of microseconds and an SDK ``Counter.add`` several. So on the hit path:
 * with ``trace_hits=False`` one hit in ``HIT_SAMPLE`` records its duration in the histogram,
   which keeps the hit-latency quantiles unbiased at a fraction of the cost.
 
-Nothing here may raise into a caller: every entry point that touches the SDK is guarded.
+Telemetry never breaks or changes a call. Every span handed to the runtime is a
+:class:`GuardedSpan`, whose methods swallow an SDK failure (a span processor whose ``on_end``
+raises, a span whose ``end`` or ``get_span_context`` raises) and log it once; the span context
+managers never raise on exit; instruments that raise are ignored the same way.
+
+Semantic conventions: the GenAI memory spans (``search_memory``, ``upsert_memory``,
+``update_memory``, ``delete_memory``) of OpenTelemetry semantic conventions
+:data:`SEMCONV_VERSION` (status Development). ``gen_ai.memory.store.id`` names the store
+without naming a user: Supermemory's container tags are usually user ids, so by default it is
+the configured store name (``WM_MIDDLEWARE_STORE_ID``, default ``supermemory``), never a tag.
+Error spans carry ``error.type`` and the ERROR status; the error's message, which upstream
+services fill with the query, is exported only with
+``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``.
 """
 
 from __future__ import annotations
@@ -20,22 +32,39 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.metrics import CallbackOptions, Meter, MeterProvider, Observation, get_meter
-from opentelemetry.trace import Span, SpanKind, Status, StatusCode, Tracer, TracerProvider
+from opentelemetry.trace import Span, SpanContext, SpanKind, Status, StatusCode, Tracer
+from opentelemetry.trace import TracerProvider as TracerProviderApi
+from opentelemetry.util.types import AttributeValue
 
 from .version import __version__
 
 if TYPE_CHECKING:
     from ._cache import WorkingMemory
 
-__all__ = ["CAPTURE_CONTENT_ENV", "DURATION_BUCKETS", "Telemetry", "capture_content_enabled"]
+__all__ = [
+    "CAPTURE_CONTENT_ENV",
+    "DURATION_BUCKETS",
+    "SEMCONV_VERSION",
+    "STORE_ID_ENV",
+    "GuardedSpan",
+    "Telemetry",
+    "capture_content_enabled",
+]
 
 logger = logging.getLogger(__name__)
 
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-SCHEMA_URL: Final = "https://opentelemetry.io/schemas/1.37.0"
-# Sub-millisecond buckets for hits in front of the database-client buckets for upstream calls.
+STORE_ID_ENV: Final = "WM_MIDDLEWARE_STORE_ID"
+DEFAULT_STORE_ID: Final = "supermemory"
+# The semantic-conventions release whose GenAI memory spans and attributes these follow: the
+# memory attributes first appear in 1.41.0 (1.37.0, named before, predates them).
+SEMCONV_VERSION: Final = "1.41.0"
+SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/{SEMCONV_VERSION}"
+# Sub-millisecond buckets for hits, then buckets every 25-50 ms through 50-300 ms, where
+# upstream memory searches land (with 100 -> 500 ms a 110 ms call read as p50 ~ 200 ms).
 DURATION_BUCKETS: Final = (
     0.00005,
     0.0001,
@@ -45,26 +74,63 @@ DURATION_BUCKETS: Final = (
     0.0025,
     0.005,
     0.01,
+    0.025,
     0.05,
+    0.075,
     0.1,
+    0.125,
+    0.15,
+    0.2,
+    0.25,
+    0.3,
+    0.4,
     0.5,
+    0.75,
     1.0,
+    2.5,
     5.0,
     10.0,
 )
 HIT_SAMPLE: Final = 64
 
+# Span names (gen_ai.operation.name values).
+SEARCH_MEMORY: Final = "search_memory"
+UPSERT_MEMORY: Final = "upsert_memory"  # add: may create or merge
+UPDATE_MEMORY: Final = "update_memory"  # a known, existing record
+DELETE_MEMORY: Final = "delete_memory"
+WRITE_SPANS: Final = (UPSERT_MEMORY, UPDATE_MEMORY, DELETE_MEMORY)
+
 # Attribute names.
 OPERATION_NAME: Final = "gen_ai.operation.name"
 PROVIDER_NAME: Final = "gen_ai.provider.name"
 RECORD_COUNT: Final = "gen_ai.memory.record.count"
+STORE_ID: Final = "gen_ai.memory.store.id"
 QUERY_TEXT: Final = "gen_ai.memory.query.text"
 SERVER_ADDRESS: Final = "server.address"
 SERVER_PORT: Final = "server.port"
 ERROR_TYPE: Final = "error.type"
 SM_OPERATION: Final = "supermemory.operation"
 CACHE_RESULT: Final = "wm.cache.result"
+CACHE_TIER: Final = "wm.cache.tier"  # local | shared, on hits and coalesced reads
 INVALIDATED: Final = "wm.cache.invalidated"
+
+# Instruments of the shared (second) tier; see Telemetry.record_shared.
+SHARED_OPERATIONS: Final = "wm.shared.operations"
+SHARED_DURATION: Final = "wm.shared.duration"
+SHARED_OUTCOME: Final = "wm.shared.outcome"
+
+# Write operations that touch a number of records the call path does not know (batches, bulk
+# deletes, whole namespaces) or no memory record at all: no record count is guessed for them.
+_UNCOUNTED_WRITES: Final = (
+    "batch",
+    "bulk",
+    "matching",
+    "namespace",
+    "settings",
+    "connection",
+    "organization",
+    "write",
+)
 
 
 def capture_content_enabled() -> bool:
@@ -81,29 +147,117 @@ def error_type(error: BaseException) -> str:
     )
 
 
+def write_operation_name(operation: str, deletes: bool) -> str:
+    """``delete_memory``, ``update_memory`` (known records) or ``upsert_memory`` (add)."""
+    if deletes:
+        return DELETE_MEMORY
+    return UPDATE_MEMORY if "update" in operation else UPSERT_MEMORY
+
+
+def records_attempted(operation: str) -> int | None:
+    """Records a write attempts: one per single-record call, unknown (None) for the rest."""
+    return None if any(word in operation for word in _UNCOUNTED_WRITES) else 1
+
+
+_failures_logged: set[str] = set()
+
+
+def _failed(what: str) -> None:
+    """Log an SDK failure: a warning the first time per kind, debug after that."""
+    if what in _failures_logged:
+        logger.debug("wm_middleware: %s failed", what, exc_info=True)
+        return
+    _failures_logged.add(what)
+    logger.warning("wm_middleware: %s failed; the call goes on (logged once)", what, exc_info=True)
+
+
+class GuardedSpan:
+    """A span whose every method is safe to call: an SDK failure is logged, never raised.
+
+    It is what :meth:`Telemetry.read_span` and :meth:`Telemetry.write_span` yield; the runtime
+    uses it like a :class:`~opentelemetry.trace.Span`.
+    """
+
+    __slots__ = ("span",)
+
+    def __init__(self, span: Span) -> None:
+        self.span = span
+
+    def is_recording(self) -> bool:
+        try:
+            return bool(self.span.is_recording())
+        except Exception:
+            _failed("span.is_recording")
+            return False
+
+    def get_span_context(self) -> SpanContext:
+        try:
+            found = self.span.get_span_context()
+            if isinstance(found, SpanContext):
+                return found
+        except Exception:
+            _failed("span.get_span_context")
+        return trace.INVALID_SPAN_CONTEXT
+
+    def set_attribute(self, key: str, value: AttributeValue) -> None:
+        try:
+            self.span.set_attribute(key, value)
+        except Exception:
+            _failed("span.set_attribute")
+
+    def add_link(self, context: SpanContext, attributes: dict[str, AttributeValue]) -> None:
+        try:
+            self.span.add_link(context, attributes)
+        except Exception:
+            _failed("span.add_link")
+
+    def end(self) -> None:
+        try:
+            self.span.end()
+        except Exception:
+            _failed("span.end")
+
+
 class Telemetry:
-    """Spans and metrics of one instrumentation (``instrument()`` or one ``wrap()``)."""
+    """Spans and metrics of one instrumentation (``instrument()`` or one ``wrap()``).
+
+    Args:
+        tracer_provider, meter_provider: where spans and metrics go (default: the global ones).
+        trace_hits: a span per cache hit (else hits are counted and one in ``HIT_SAMPLE`` timed).
+        store_id: ``gen_ai.memory.store.id`` on every span. Default: ``WM_MIDDLEWARE_STORE_ID``,
+            else ``"supermemory"``. Name the store, not a user: it goes on every span.
+    """
 
     def __init__(
         self,
-        tracer_provider: TracerProvider | None = None,
+        tracer_provider: TracerProviderApi | None = None,
         meter_provider: MeterProvider | None = None,
         *,
         trace_hits: bool = True,
+        store_id: str | None = None,
     ) -> None:
         self.trace_hits = trace_hits
         self.capture_content = capture_content_enabled()
+        if store_id is None:
+            store_id = os.environ.get(STORE_ID_ENV, "").strip() or DEFAULT_STORE_ID
+        self.store_id = store_id
         self.tracer: Tracer = trace.get_tracer(
             "wm_middleware", __version__, tracer_provider, schema_url=SCHEMA_URL
-        )
-        meter: Meter = get_meter(
-            "wm_middleware", __version__, meter_provider, schema_url=SCHEMA_URL
         )
         # (result, operation) -> count. Written by callers without a lock: ``d[k] = d.get(k) + 1``
         # on str keys runs no Python code, so it is not interrupted under the GIL.
         self._requests: dict[tuple[str, str], int] = {}
         self._hits_seen = 0
         self._memories: weakref.WeakSet[WorkingMemory[Any]] = weakref.WeakSet()
+        try:
+            self._create_instruments(
+                get_meter("wm_middleware", __version__, meter_provider, schema_url=SCHEMA_URL)
+            )
+        except Exception:
+            _failed("creating the instruments")
+            self._create_instruments(get_meter("wm_middleware", __version__, _NO_METERS))
+
+    def _create_instruments(self, meter: Meter) -> None:
         self.duration = meter.create_histogram(
             "wm.search.duration",
             unit="s",
@@ -136,6 +290,18 @@ class Telemetry:
             meter.create_observable_counter(
                 name, callbacks=[self._observer(field)], unit="{entry}", description=text
             )
+        self.shared_operations = meter.create_counter(
+            SHARED_OPERATIONS,
+            unit="{operation}",
+            description="Operations on the shared tier, by outcome (hit, miss, lease, wait, "
+            "error, ...).",
+        )
+        self.shared_duration = meter.create_histogram(
+            SHARED_DURATION,
+            unit="s",
+            description="Duration of operations on the shared tier, by outcome.",
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
 
     def watch(self, memory: WorkingMemory[Any]) -> None:
         """Export ``memory``'s size and counters through the observable instruments."""
@@ -173,8 +339,18 @@ class Telemetry:
             if error is not None:
                 attributes[ERROR_TYPE] = error
             self.duration.record(seconds, attributes)
-        except Exception:  # pragma: no cover - an SDK failure must not reach the caller
-            logger.debug("wm_middleware: recording a duration failed", exc_info=True)
+        except Exception:
+            _failed("recording a duration")
+
+    def record_shared(self, outcome: str, seconds: float | None = None) -> None:
+        """One operation on the shared tier: ``wm.shared.operations`` and its duration."""
+        try:
+            attributes = {SHARED_OUTCOME: outcome}
+            self.shared_operations.add(1, attributes)
+            if seconds is not None:
+                self.shared_duration.record(seconds, attributes)
+        except Exception:
+            _failed("recording a shared-tier operation")
 
     # -- spans ---------------------------------------------------------------------------------
     @contextmanager
@@ -184,67 +360,158 @@ class Telemetry:
         server: tuple[str, int | None],
         query: str | None,
         kind: SpanKind = SpanKind.CLIENT,
-    ) -> Iterator[Span]:
+    ) -> Iterator[GuardedSpan]:
         """A ``search_memory`` span, current for the duration of the block."""
-        span = self._start(operation, "search_memory", server, kind)
-        if span.is_recording() and self.capture_content and query is not None:
+        span = self._start(operation, SEARCH_MEMORY, server, kind)
+        if self.capture_content and query is not None and span.is_recording():
             span.set_attribute(QUERY_TEXT, query)
-        with trace.use_span(
-            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        ):
+        with _current(span):
+            yield span
+
+    @contextmanager
+    def write_span(
+        self,
+        operation: str,
+        server: tuple[str, int | None],
+        deletes: bool,
+        records: int | None = None,
+    ) -> Iterator[GuardedSpan]:
+        """An ``upsert_memory`` / ``update_memory`` / ``delete_memory`` span for a write.
+
+        ``records`` is the number of records the write attempts; by default one for a
+        single-record operation and left out where the call path cannot know it.
+        """
+        span = self._start(operation, write_operation_name(operation, deletes), server)
+        if records is None:
+            records = records_attempted(operation)
+        if records is not None and span.is_recording():
+            span.set_attribute(RECORD_COUNT, records)
+        with _current(span):
             yield span
 
     def _start(
-        self, operation: str, name: str, server: tuple[str, int | None], kind: SpanKind
-    ) -> Span:
+        self,
+        operation: str,
+        name: str,
+        server: tuple[str, int | None],
+        kind: SpanKind = SpanKind.CLIENT,
+    ) -> GuardedSpan:
         try:
             span = self.tracer.start_span(name, kind=kind)
-            if span.is_recording():
+        except Exception:
+            _failed("starting a span")
+            return GuardedSpan(trace.INVALID_SPAN)
+        guarded = GuardedSpan(span)
+        if guarded.is_recording():
+            try:
                 span.set_attribute(OPERATION_NAME, name)
                 span.set_attribute(PROVIDER_NAME, "supermemory")
+                span.set_attribute(STORE_ID, self.store_id)
                 span.set_attribute(SM_OPERATION, operation)
                 if server[0]:
                     span.set_attribute(SERVER_ADDRESS, server[0])
                 if server[1] is not None:
                     span.set_attribute(SERVER_PORT, server[1])
-            return span
-        except Exception:  # pragma: no cover - an SDK failure must not reach the caller
-            logger.debug("wm_middleware: starting a span failed", exc_info=True)
-            return trace.INVALID_SPAN
+            except Exception:
+                _failed("annotating a span")
+        return guarded
 
     @staticmethod
-    def end_read(span: Span, result: str, records: int | None, leader: object) -> None:
+    def end_read(
+        span: GuardedSpan | Span,
+        result: str,
+        records: int | None,
+        leader: object,
+        tier: str | None = None,
+    ) -> None:
+        """Annotate a read with its cache result, record count, leader link and tier.
+
+        ``tier`` (``"local"`` or ``"shared"``) is where a hit or a coalesced read was served
+        from; ``None`` leaves ``wm.cache.tier`` out.
+        """
         try:
             if not span.is_recording():
                 return
             span.set_attribute(CACHE_RESULT, result)
             if records is not None:
                 span.set_attribute(RECORD_COUNT, records)
-            if isinstance(leader, trace.SpanContext) and leader.is_valid:
+            if tier is not None:
+                span.set_attribute(CACHE_TIER, tier)
+            if result == "coalesced":
+                _make_internal(span)
+            if isinstance(leader, SpanContext) and leader.is_valid:
                 span.add_link(leader, {"wm.link": "coalesced_into"})
-        except Exception:  # pragma: no cover
-            logger.debug("wm_middleware: annotating a span failed", exc_info=True)
+        except Exception:
+            _failed("annotating a span")
 
-    @staticmethod
-    def fail(span: Span, error: BaseException, result: str | None = None) -> None:
+    def fail(
+        self, span: GuardedSpan | Span, error: BaseException, result: str | None = None
+    ) -> None:
+        """Mark ``span`` failed: ``error.type`` and the ERROR status; the message only with
+        content capture on (upstream errors echo the query)."""
         try:
             if not span.is_recording():
                 return
+            inner = span.span if isinstance(span, GuardedSpan) else span
             if result is not None:
-                span.set_attribute(CACHE_RESULT, result)
-            span.set_attribute(ERROR_TYPE, error_type(error))
-            span.record_exception(error)
-            span.set_status(Status(StatusCode.ERROR, str(error)[:256] or type(error).__name__))
-        except Exception:  # pragma: no cover
-            logger.debug("wm_middleware: recording an error failed", exc_info=True)
+                inner.set_attribute(CACHE_RESULT, result)
+            kind = error_type(error)
+            inner.set_attribute(ERROR_TYPE, kind)
+            if self.capture_content:
+                inner.record_exception(error)
+                inner.set_status(Status(StatusCode.ERROR, str(error)[:256] or kind))
+            else:
+                # The exception event without its message or stack trace (the trace's last
+                # line repeats the message).
+                inner.add_event("exception", {"exception.type": kind})
+                inner.set_status(Status(StatusCode.ERROR))
+        except Exception:
+            _failed("recording an error")
 
-    @contextmanager
-    def write_span(
-        self, operation: str, server: tuple[str, int | None], deletes: bool
-    ) -> Iterator[Span]:
-        name = "delete_memory" if deletes else "update_memory"
-        span = self._start(operation, name, server, SpanKind.CLIENT)
-        with trace.use_span(
-            span, end_on_exit=True, record_exception=False, set_status_on_exception=False
-        ):
-            yield span
+
+def _make_internal(span: GuardedSpan | Span) -> None:
+    """A coalesced read makes no request of its own: INTERNAL, like a hit.
+
+    The runtime starts the span before it knows the read will be coalesced, and the API has no
+    way to change a span's kind; the SDK span keeps it in ``_kind`` until it ends.
+    """
+    inner = span.span if isinstance(span, GuardedSpan) else span
+    if hasattr(inner, "_kind"):
+        inner._kind = SpanKind.INTERNAL
+
+
+@contextmanager
+def _current(span: GuardedSpan) -> Iterator[GuardedSpan]:
+    """Make ``span`` current in the block and end it after; never raises on its own account."""
+    try:
+        token: object | None = otel_context.attach(trace.set_span_in_context(span.span))
+    except Exception:
+        _failed("attaching a span")
+        token = None
+    try:
+        yield span
+    finally:
+        if token is not None:
+            try:
+                otel_context.detach(token)  # type: ignore[arg-type]
+            except Exception:
+                _failed("detaching a span")
+        span.end()
+
+
+class _NoMeters(MeterProvider):
+    """Instruments that do nothing: used when the given meter provider fails."""
+
+    def get_meter(
+        self,
+        name: str,
+        version: str | None = None,
+        schema_url: str | None = None,
+        attributes: Any = None,
+    ) -> Meter:
+        from opentelemetry.metrics import NoOpMeter
+
+        return NoOpMeter(name, version=version, schema_url=schema_url)
+
+
+_NO_METERS: Final = _NoMeters()

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 import pytest
 
 
@@ -21,3 +24,12 @@ class FakeClock:
 @pytest.fixture
 def clock() -> FakeClock:
     return FakeClock()
+
+
+def wait_for(predicate: Callable[[], object], what: str) -> None:
+    """Poll ``predicate`` until it holds (bounded by a count, not by a clock)."""
+    for _ in range(10_000):
+        if predicate():
+            return
+        threading.Event().wait(0.001)
+    raise AssertionError(what)

@@ -146,3 +146,72 @@ def test_has_counts_nothing_and_every_lookup_counts_once(clock: FakeClock) -> No
     stats = wm.stats()
     assert (stats.hits, stats.misses, stats.coalesced) == (2, 2, 0)
     assert stats.lookups == 4
+
+
+def test_when_full_an_expired_entry_goes_before_a_live_one(clock: FakeClock) -> None:
+    # cachetools' TTLCache: expired items are removed first.
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=2, ttl=60.0, clock=clock)
+    wm.set("live", 1)  # the least recently used ...
+    wm.set("short", 2, ttl=1.0)  # ... but this one has expired when the third arrives
+    clock.advance(2.0)
+    wm.set("new", 3)
+    assert wm.has("live")
+    assert wm.has("new")
+    stats = wm.stats()
+    assert (stats.evictions, stats.expirations, stats.size) == (0, 1, 2)
+
+
+def test_expired_entries_go_first_whatever_their_per_call_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=3, ttl=60.0, clock=clock)
+    wm.set("c", 3)  # the least recently used, and live
+    wm.set("a", 1, ttl=5.0)
+    wm.set("b", 2, ttl=1.0)
+    clock.advance(10.0)  # a and b expired
+    wm.set("d", 4)
+    wm.set("e", 5)
+    assert wm.has("c")
+    assert wm.has("d")
+    assert wm.has("e")
+    stats = wm.stats()
+    assert (stats.evictions, stats.expirations, stats.size) == (0, 2, 3)
+
+
+def test_a_full_cache_of_live_entries_still_evicts_the_least_recently_used(
+    clock: FakeClock,
+) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=2, ttl=60.0, clock=clock)
+    wm.set("a", 1, ttl=1000.0)
+    wm.set("b", 2, ttl=5.0)
+    wm.get("a")
+    wm.set("c", 3)
+    assert not wm.has("b")
+    assert wm.has("a")
+    assert wm.has("c")
+    assert wm.stats().evictions == 1
+
+
+def test_heavy_churn_with_many_ttls_keeps_the_size_bound(clock: FakeClock) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=10, ttl=60.0, clock=clock)
+    for i in range(5_000):
+        wm.set(f"q{i}", i, ttl=1.0 + i % 7)
+        if i % 3 == 0:
+            wm.get(f"q{i // 2}")
+        clock.advance(0.01)
+    stats = wm.stats()
+    assert stats.size == 10
+    assert stats.evictions + stats.expirations == 5_000 - 10
+
+
+def test_many_distinct_ttls_keep_the_size_bound_and_expire_first(clock: FakeClock) -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=50, ttl=60.0, clock=clock)
+    for i in range(5_000):
+        wm.set(f"q{i}", i, ttl=1.0 + i / 100)  # every entry has a TTL of its own
+        clock.advance(0.05)
+    stats = wm.stats()
+    assert stats.size == 50
+    assert stats.evictions + stats.expirations == 5_000 - 50
+    assert stats.expirations > 0
+    wm.set("live", 1, ttl=2000.0)
+    clock.advance(1000.0)  # everything else has expired now
+    wm.set("new", 2)
+    assert wm.has("live")

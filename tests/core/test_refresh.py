@@ -7,15 +7,7 @@ import threading
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
-
-
-def wait_for(predicate: object, what: str) -> None:
-    for _ in range(10_000):
-        if predicate():  # type: ignore[operator]
-            return
-        threading.Event().wait(0.001)
-    raise AssertionError(what)
+from .conftest import FakeClock, wait_for
 
 
 def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeClock) -> None:
@@ -45,7 +37,6 @@ def test_a_young_hit_does_not_refresh(clock: FakeClock) -> None:
     clock.advance(9.0)
     assert wm.search("q", lambda: "v2") == "v1"
     assert wm.stats().inflight == 0
-    assert wm._background == set()
 
 
 def test_a_failed_refresh_keeps_the_old_value_until_its_ttl(clock: FakeClock) -> None:
@@ -106,5 +97,56 @@ def test_invalidate_during_a_refresh_wins(clock: FakeClock) -> None:
     wait_for(lambda: wm.stats().inflight == 1, "no refresh")
     wm.invalidate("q")
     release.set()
-    wait_for(lambda: not wm._background, "refresh never ended")
+    wait_for(lambda: not wm.refreshing, "refresh never ended")
     assert not wm.has("q")
+
+
+def test_a_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1", ttl=100.0)
+    clock.advance(11.0)
+    assert wm.search("q", lambda: "v2") == "v1"
+    wait_for(lambda: wm.get("q") == "v2" and not wm.refreshing, "refresh never stored")
+    clock.advance(70.0)  # past the default ttl of the refreshed value, within its own 100 s
+    assert wm.has("q")
+    clock.advance(31.0)
+    assert not wm.has("q")
+
+
+async def test_an_async_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+
+    async def value(v: str) -> str:
+        return v
+
+    await wm.asearch("q", lambda: value("v1"), ttl=100.0, limit=1)
+    clock.advance(11.0)
+    assert await wm.asearch("q", lambda: value("v2"), limit=1) == "v1"
+    for _ in range(10_000):
+        if not wm.refreshing:
+            break
+        await asyncio.sleep(0.001)
+    clock.advance(70.0)
+    assert wm.get("q", limit=1) == "v2"
+
+
+def test_one_refresher_at_a_time_serves_the_old_value_meanwhile(clock: FakeClock) -> None:
+    # Caffeine's refreshAfterWrite: one refresh per key, the old value is served until it lands.
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    release = threading.Event()
+    calls: list[int] = []
+
+    def refresh() -> str:
+        calls.append(1)
+        release.wait(timeout=30)
+        return "v2"
+
+    clock.advance(11.0)
+    for _ in range(3):
+        assert wm.search("q", refresh) == "v1"
+        clock.advance(1.0)
+    release.set()
+    wait_for(lambda: not wm.refreshing, "refresh never ended")
+    assert calls == [1]
+    assert wm.search("q", refresh) == "v2"

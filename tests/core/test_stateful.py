@@ -21,7 +21,7 @@ def params_of(limit: int | None) -> dict[str, Any]:
 
 
 class Model:
-    """What the cache should hold: key -> [value, expires, pinned], plus recency order."""
+    """What the cache should hold: key -> [value, expires, pinned, seq], plus recency order."""
 
     def __init__(self, max_entries: int, ttl: float) -> None:
         self.max_entries = max_entries
@@ -29,6 +29,7 @@ class Model:
         self.entries: dict[tuple[str, int | None], list[Any]] = {}
         self.order: list[tuple[str, int | None]] = []  # unpinned, oldest first
         self.hits = self.misses = self.evictions = self.expirations = 0
+        self.stored = 0  # insertion sequence, to order entries that expire at the same time
 
     @staticmethod
     def key(query: str, limit: int | None) -> tuple[str, int | None]:
@@ -66,9 +67,21 @@ class Model:
             return
         if key in self.order:
             self.order.remove(key)
-        self.entries[key] = [value, now + self.ttl, pin]
+        self.stored += 1
+        self.entries[key] = [value, now + self.ttl, pin, self.stored]
         if not pin:
             self.order.append(key)
+            # When full, expired entries go first, earliest expiry (then insertion) first.
+            expired = sorted(
+                (k for k in self.order if self.entries[k][1] <= now),
+                key=lambda k: (self.entries[k][1], self.entries[k][3]),
+            )
+            for k in expired:
+                if len(self.order) <= self.max_entries:
+                    break
+                self.order.remove(k)
+                del self.entries[k]
+                self.expirations += 1
             while len(self.order) > self.max_entries:
                 oldest = self.order.pop(0)
                 del self.entries[oldest]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,3 +35,29 @@ def run(*args: str, timeout: float = 120.0, **extra: str) -> subprocess.Complete
         timeout=timeout,
         check=False,
     )
+
+
+def start(*args: str) -> subprocess.Popen[str]:
+    """``python -m wm_middleware *args`` in the background, its output piped."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "wm_middleware", *args],
+        cwd=ROOT,
+        env=environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+@contextmanager
+def serving(*args: str) -> Iterator[str]:
+    """``wm-middleware serve --port 0 *args`` in a subprocess; yields the URL its banner names."""
+    process = start("serve", "--port", "0", *args)
+    try:
+        assert process.stdout is not None
+        banner = process.stdout.readline()
+        assert banner.startswith("wm-middleware: emulator on http://"), process.communicate()[1]
+        yield banner.split(" on ", 1)[1].split()[0]
+    finally:
+        process.terminate()
+        process.communicate(timeout=10)

@@ -4,15 +4,16 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import signal
 import socket
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from ._run import ROOT, environment, run
+from wm_middleware import __version__
+
+from ._run import run, serving, start
 
 needs_tools = pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None,
@@ -60,6 +61,24 @@ def test_demo_text_mode_prints_the_table_and_a_labelled_waterfall() -> None:
 
 
 @needs_tools
+def test_demo_text_mode_explains_its_numbers_on_unbroken_lines() -> None:
+    from wm_middleware.demo.report import LATENCY_NOTE  # the demo extra
+
+    # --turns 2: the cached p50 is a hit, far below 1% of the uncached one.
+    result = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "20")
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "lower is better" in result.stdout
+    assert "0.00x" not in result.stdout
+    # Not a terminal: every sentence stays on its line, however long.
+    assert lines[0].startswith("wm-middleware demo: a scripted agent")
+    assert lines[0].endswith("uncached then cached")
+    assert LATENCY_NOTE in lines
+    assert any(line.startswith("Trace of cached turn 2") and line.endswith(")") for line in lines)
+
+
+@needs_tools
 def test_demo_with_unreachable_collector_says_so_and_still_runs() -> None:
     port = _free_port()
     result = run(
@@ -78,6 +97,70 @@ def test_demo_with_unreachable_collector_says_so_and_still_runs() -> None:
     assert result.returncode == 0, result.stderr
     assert "no OTLP collector reachable" in result.stderr
     assert json.loads(result.stdout)["otlp_endpoint"] is None
+
+
+@needs_tools
+def test_demo_against_an_unreachable_api_is_one_line_and_exit_1() -> None:
+    url = f"http://127.0.0.1:{_free_port()}"
+
+    result = run("-m", "wm_middleware", "demo", "--base-url", url, "--api-key", "x", timeout=60)
+
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"wm-middleware demo: cannot reach {url} (All connection attempts failed); check --base-url"
+    ]
+
+
+@needs_tools
+def test_demo_with_a_key_the_api_refuses_is_one_line_and_exit_1() -> None:
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer(api_keys=["sk-the-right-one"]) as server:
+        result = run(
+            "-m", "wm_middleware", "demo", "--base-url", server.base_url, "--api-key", "sk-wrong"
+        )
+
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"wm-middleware demo: {server.base_url} refused the demo's first request with HTTP 401; "
+        "check --api-key"
+    ]
+
+
+@needs_tools
+def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
+    process = start("demo", "--latency-ms", "200")
+    try:
+        assert process.stdout is not None
+        assert process.stdout.readline().startswith("wm-middleware demo:")  # it is running
+        time.sleep(0.5)
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+
+    assert process.returncode == 130
+    assert stderr.splitlines() == ["wm-middleware demo: interrupted"]
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("supermemory_openai") is not None,
+    reason="the demo's integration is installed (a 3.x environment)",
+)
+def test_demo_without_its_extra_names_the_extra_in_one_line() -> None:
+    result = run("-m", "wm_middleware", "demo", "--turns", "1")
+
+    assert result.returncode == 1
+    [line] = result.stderr.splitlines()
+    assert line.startswith("wm-middleware: ")
+    assert "is not installed; pip install 'wm-middleware[demo]'" in line
+
+
+def test_version_prints_the_package_version() -> None:
+    result = run("-m", "wm_middleware", "--version")
+
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"wm-middleware {__version__}"
 
 
 def test_help_lists_the_commands() -> None:
@@ -110,6 +193,10 @@ def test_demo_help_lists_its_options() -> None:
         (["demo", "--turns", "many"], "--turns: expected a whole number"),
         (["demo", "--latency-ms", "-5"], "--latency-ms: must be between"),
         (["demo", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+        (["demo", "--base-url", "localhost:8787"], "--base-url: expected a URL starting with"),
+        (["demo", "--base-url", "http://:8787"], "--base-url: expected a URL starting with"),
+        (["demo", "--otlp-endpoint", "localhost:4318"], "--otlp-endpoint: expected a URL"),
+        (["demo", "--base-url", "http://localhost:8787"], "--base-url needs --api-key"),
         (["serve", "--port", "70000"], "--port: must be between"),
         (["dance"], "invalid choice: 'dance'"),
         ([], "the following arguments are required"),
@@ -120,7 +207,17 @@ def test_a_bad_argument_is_a_clear_error_with_exit_code_2(args: list[str], messa
 
     assert result.returncode == 2
     assert message in result.stderr
+    assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("command", ["demo", "serve"])
+def test_an_unknown_option_shows_the_usage_of_its_command(command: str) -> None:
+    result = run("-m", "wm_middleware", command, "--foo")
+
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"usage: wm-middleware {command} [-h]")
+    assert f"wm-middleware {command}: error: unrecognized arguments: --foo" in result.stderr
 
 
 def _free_port() -> int:
@@ -129,29 +226,57 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def test_serve_runs_the_emulator_until_terminated() -> None:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "wm_middleware", "serve", "--port", str(port), "--demo-data"],
-        cwd=ROOT,
-        env=environment(),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            assert process.poll() is None, process.communicate()[1]
-            try:
-                if httpx.get(f"{base}/_emulator/health", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "the emulator did not come up"
-            time.sleep(0.1)
+def test_serve_prints_its_banner_after_binding_with_the_real_port() -> None:
+    with serving() as base:
+        port = int(base.rsplit(":", 1)[1])
+        # The banner comes after the bind: the port is real and already accepts connections.
+        assert port != 0
+        assert httpx.get(f"{base}/_emulator/health", timeout=5).json() == {"ok": True}
 
+
+def test_serve_on_a_busy_port_is_one_line_and_exit_1() -> None:
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+
+        result = run("-m", "wm_middleware", "serve", "--port", str(port), timeout=30)
+
+    assert result.returncode == 1
+    assert result.stdout == ""  # no banner for a server that never listened
+    assert result.stderr.splitlines() == [
+        f"wm-middleware serve: cannot listen on 127.0.0.1:{port}: Address already in use; "
+        "choose another --port or --host"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("args", "key_line"),
+    [
+        (["--demo-data"], "  sk-wm-demo: container tags user-alex"),
+        ([], "No data yet: 'wm-middleware serve --demo-data' seeds the demo's memories"),
+    ],
+)
+def test_serve_root_describes_the_emulator_its_controls_and_the_demo_key(
+    args: list[str], key_line: str
+) -> None:
+    with serving(*args) as base:
+        response = httpx.get(f"{base}/", timeout=5)
+        stats = httpx.get(f"{base}/_emulator/stats", timeout=5).json()
+
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    text = response.text
+    assert text.startswith("wm_middleware emulator: a Supermemory-compatible API")
+    assert f'Supermemory(api_key="sk-wm-demo", base_url="{base}")' in text
+    assert any(line.startswith(key_line) for line in text.splitlines())
+    for control in ("/_emulator/stats", "/_emulator/reset", "/_emulator/seed", "/_emulator/faults"):
+        assert control in text
+    assert stats["total"] == 0  # the page is not an API request
+
+
+def test_serve_runs_the_emulator_until_terminated() -> None:
+    with serving("--demo-data") as base:
         response = httpx.post(
             f"{base}/v4/search",
             json={"q": "peanut allergy", "containerTag": "user-alex"},
@@ -161,7 +286,3 @@ def test_serve_runs_the_emulator_until_terminated() -> None:
         assert response.status_code == 200
         assert any("peanut" in r["memory"] for r in response.json()["results"])
         assert httpx.get(f"{base}/_emulator/stats").json()["total"] == 1
-    finally:
-        process.terminate()
-        process.communicate(timeout=10)
-    assert process.returncode is not None

@@ -8,7 +8,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 import pytest
 
-from ._run import run
+from ._run import ROOT, run
 
 
 def _supermemory_major() -> int | None:
@@ -35,22 +35,31 @@ AGENT_FRAMEWORK = pytest.mark.skipif(
 )
 
 
-@pytest.mark.parametrize(
-    ("example", "expected"),
-    [
-        pytest.param("quickstart", "CacheStats(hits=1, misses=1", marks=SDK3),
-        pytest.param(
-            "openai_tools", "CacheStats(hits=1, misses=3, coalesced=1", marks=[SDK3, OPENAI_SDK]
-        ),
-        pytest.param("agent_framework", "turn 2: context", marks=[SDK5, AGENT_FRAMEWORK]),
-        pytest.param("explicit_wrap", "search after add: 2 results", marks=SDK3),
-        pytest.param("httpx_transport", "CacheStats(hits=1, misses=1", marks=[]),
-        pytest.param("observability", "no OTLP collector at", marks=SDK3),
-    ],
-)
+EXAMPLES = [
+    pytest.param("quickstart", "CacheStats(hits=1, misses=1", marks=SDK3),
+    pytest.param(
+        "openai_tools", "CacheStats(hits=1, misses=3, coalesced=1", marks=[SDK3, OPENAI_SDK]
+    ),
+    pytest.param("agent_framework", "turn 2: context", marks=[SDK5, AGENT_FRAMEWORK]),
+    pytest.param("explicit_wrap", "search after add: 2 results", marks=SDK3),
+    pytest.param("httpx_transport", "CacheStats(hits=1, misses=1", marks=[]),
+    # It reads the standard OTEL_EXPORTER_OTLP_ENDPOINT (set to a closed port by the test).
+    pytest.param("observability", "no OTLP collector at {endpoint}:", marks=SDK3),
+]
+
+
+def test_every_example_is_run_here() -> None:
+    assert {param.values[0] for param in EXAMPLES} == {
+        path.stem for path in (ROOT / "examples").glob("*.py")
+    }
+
+
+@pytest.mark.parametrize(("example", "expected"), EXAMPLES)
 def test_example_runs_against_the_emulator(example: str, expected: str) -> None:
-    result = run(f"examples/{example}.py", OTLP_ENDPOINT=f"http://127.0.0.1:{_closed_port()}")
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+
+    result = run(f"examples/{example}.py", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
 
     assert result.returncode == 0, result.stderr
-    assert expected in result.stdout
+    assert expected.format(endpoint=endpoint) in result.stdout
     assert "using the emulator" in result.stdout

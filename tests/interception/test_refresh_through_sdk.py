@@ -28,7 +28,7 @@ class Clock:
 
 def settle(memory: WorkingMemory[object]) -> None:
     for _ in range(10_000):
-        if memory.stats().inflight == 0 and not memory._background:
+        if memory.stats().inflight == 0 and not memory.refreshing:
             return
         threading.Event().wait(0.001)
     raise AssertionError("the refresh never ended")
@@ -70,7 +70,7 @@ async def test_an_old_async_hit_refreshes_once_through_the_sdk(emulator: Emulato
             *(client.search.memories(q="dark mode", container_tag="user-1") for _ in range(5))
         )
         for _ in range(10_000):
-            if memory.stats().inflight == 0 and not memory._background:
+            if memory.stats().inflight == 0 and not memory.refreshing:
                 break
             await asyncio.sleep(0.001)
         assert emulator.count("POST", "/v4/search") == 2

@@ -6,12 +6,9 @@ emulator received. Each runs with the sync and the async client.
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import socket
-import threading
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -42,12 +39,6 @@ SEARCH = f"/ns/{NS}/search"
 
 
 # -- fixtures (``emulator`` and ``instrumented`` come from conftest.py) --------------------------
-@pytest.fixture(scope="module")
-def _second_server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=6) as server:
-        yield server
-
-
 def _seed(server: EmulatorServer) -> None:
     for key in (KEY, "sk-b"):
         for ns in (NS, OTHER_NS):
@@ -67,13 +58,6 @@ def emulator(emulator: EmulatorServer) -> EmulatorServer:
     """The shared emulator (tests/interception/conftest.py), seeded with two tenants."""
     _seed(emulator)
     return emulator
-
-
-@pytest.fixture
-def second_emulator(_second_server: EmulatorServer) -> EmulatorServer:
-    _second_server.reset()
-    _seed(_second_server)
-    return _second_server
 
 
 @pytest.fixture(autouse=True)
@@ -129,27 +113,6 @@ async def test_repeated_read_reaches_server_once(
     assert posts(emulator) == 1
 
 
-async def test_concurrent_identical_searches_share_one_request(
-    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
-) -> None:
-    emulator.set_latency(0.2)
-    client = make_client(mode, emulator.base_url)
-    if mode == "async":
-        results = await asyncio.gather(*(READS["search"](client) for _ in range(20)))
-    else:
-        barrier = threading.Barrier(20)
-
-        def search() -> Any:
-            barrier.wait()
-            return READS["search"](client)
-
-        with ThreadPoolExecutor(20) as pool:
-            results = await asyncio.to_thread(lambda: list(pool.map(lambda _: search(), range(20))))
-    assert emulator.count("POST", SEARCH) == 1
-    assert all(result == results[0] for result in results)
-    assert len({id(result) for result in results}) == 20  # each caller its own object
-
-
 VARIANTS: dict[str, Callable[[Any], Any]] = {
     "namespace": lambda c: c.search(OTHER_NS, query="what does the user drink?"),
     "query": lambda c: c.search(NS, query="what is the user allergic to?"),
@@ -181,30 +144,6 @@ async def test_a_different_request_is_a_different_entry(
     await done(VARIANTS[variant](client))
     await done(VARIANTS[variant](client))
     assert posts(emulator) == 2
-
-
-async def test_another_api_key_is_another_tenant(
-    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
-) -> None:
-    first = make_client(mode, emulator.base_url, api_key=KEY)
-    second = make_client(mode, emulator.base_url, api_key="sk-b")
-    for client in (first, second, first, second):
-        await done(READS["search"](client))
-    assert emulator.count("POST", SEARCH) == 2
-
-
-async def test_another_base_url_is_another_tenant(
-    emulator: EmulatorServer,
-    second_emulator: EmulatorServer,
-    instrumented: WorkingMemory[Any],
-    mode: str,
-) -> None:
-    first = make_client(mode, emulator.base_url)
-    second = make_client(mode, second_emulator.base_url)
-    for client in (first, second, first, second):
-        await done(READS["search"](client))
-    assert emulator.count("POST", SEARCH) == 1
-    assert second_emulator.count("POST", SEARCH) == 1
 
 
 MUTATIONS: dict[str, Callable[[Any], None]] = {
@@ -384,36 +323,6 @@ async def test_raw_response_search_bypasses_the_cache(
 
 
 # -- instrument, uninstrument, wrap ---------------------------------------------------------------
-def _patched_attributes() -> dict[str, Any]:
-    found = {}
-    for cls in (supermemory.client.Supermemory, supermemory.client.AsyncSupermemory):
-        for name in ("search", "profile", "list"):
-            found[f"{cls.__name__}.{name}"] = vars(cls)[name]
-    for cls in (http_client.HttpClient, http_client.AsyncHttpClient):
-        found[f"{cls.__name__}.request"] = vars(cls)["request"]
-    return found
-
-
-def test_uninstrument_restores_the_originals_by_identity() -> None:
-    before = _patched_attributes()
-    with _instrumented():
-        during = _patched_attributes()
-        assert all(during[name] is not before[name] for name in before)
-    after = _patched_attributes()
-    assert all(after[name] is before[name] for name in before)
-
-
-async def test_instrument_twice_is_harmless(emulator: EmulatorServer, mode: str) -> None:
-    with _instrumented() as memory:
-        assert wm_middleware.instrument() is memory
-        client = make_client(mode, emulator.base_url)
-        for _ in range(3):
-            await done(READS["search"](client))
-        assert emulator.count("POST", SEARCH) == 1
-    await done(READS["search"](client))
-    assert emulator.count("POST", SEARCH) == 2
-
-
 async def test_wrap_caches_while_the_original_stays_uncached(
     emulator: EmulatorServer, mode: str
 ) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import pytest
@@ -59,6 +60,17 @@ def test_duration_histogram_has_sub_millisecond_buckets_in_front(otel: Otel) -> 
     hit = next(p for p in points if p.attributes["wm.cache.result"] == "hit")
     assert hit.count == 1
     assert hit.sum < 1.0
+
+
+def test_duration_buckets_resolve_upstream_calls_of_50_to_300_ms() -> None:
+    """No gap wider than 50 ms between 50 and 300 ms, so a 110 ms call reads as ~110 ms,
+    not as the middle of a 100-500 ms bucket."""
+    inside = [b for b in DURATION_BUCKETS if 0.05 <= b <= 0.3]
+    assert inside[0] == 0.05
+    assert inside[-1] == 0.3
+    gaps = [round(high - low, 6) for low, high in itertools.pairwise(inside)]
+    assert max(gaps) <= 0.05
+    assert any(0.1 < b <= 0.125 for b in DURATION_BUCKETS)  # 110 ms sits in a 25 ms bucket
 
 
 def test_requests_and_durations_by_result_and_operation(otel: Otel) -> None:

@@ -1,10 +1,10 @@
-"""One call to see it in Jaeger: OTLP/HTTP export, checked over the wire.
+"""One call to see it in Jaeger: OTLP export over HTTP/protobuf and gRPC, checked over the wire.
 
-A loopback OTLP/HTTP receiver (``http.server`` on 127.0.0.1) decodes what arrives with
-opentelemetry-proto. Global providers can be set once per process, so each case runs a small
-program in a subprocess: it instruments, calls the emulator started here, and exits. Nothing
-forces an export before exit (batch delay and metric interval are seconds away), so what the
-receiver gets proves the flush at exit.
+Loopback OTLP receivers (``http.server`` for HTTP, a ``grpc`` server for gRPC, on 127.0.0.1)
+decode what arrives with opentelemetry-proto. Global providers can be set once per process, so
+each case runs a small program in a subprocess: it instruments, calls the emulator started
+here, and exits. Nothing forces an export before exit (batch delay and metric interval are
+seconds away), so what the receiver gets proves the flush at exit.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ PROGRAM = textwrap.dedent(
     from opentelemetry import metrics, trace
     if mode == "endpoint":
         wm_middleware.instrument(otlp_endpoint=os.environ["WM_TEST_ENDPOINT"])
-    else:
+    elif mode != "auto":  # "auto": opentelemetry-instrument already instrumented the process
         wm_middleware.instrument()
     client = supermemory.Supermemory(
         api_key=os.environ["WM_TEST_KEY"], base_url=os.environ["WM_TEST_BASE_URL"], max_retries=0
@@ -113,6 +113,22 @@ def _attrs(items: list[KeyValue] | Any) -> dict[str, Any]:
     return {kv.key: _value(kv.value) for kv in items}
 
 
+def _take_traces(got: Received, request: ExportTraceServiceRequest) -> None:
+    for resource_spans in request.resource_spans:
+        got.resources.append(_attrs(resource_spans.resource.attributes))
+        for scope in resource_spans.scope_spans:
+            for span in scope.spans:
+                got.spans.append({"name": span.name, **_attrs(span.attributes)})
+
+
+def _take_metrics(got: Received, request: ExportMetricsServiceRequest) -> None:
+    for resource_metrics in request.resource_metrics:
+        got.resources.append(_attrs(resource_metrics.resource.attributes))
+        for scope in resource_metrics.scope_metrics:
+            for metric in scope.metrics:
+                got.metrics.setdefault(metric.name, []).append(metric)
+
+
 class _Receiver(ThreadingHTTPServer):
     received: Received
     lock: threading.Lock
@@ -130,21 +146,10 @@ class _Handler(BaseHTTPRequestHandler):
             got.paths.append(self.path)
             got.raw += body
             if self.path == "/v1/traces":
-                request = ExportTraceServiceRequest.FromString(body)
-                for resource_spans in request.resource_spans:
-                    got.resources.append(_attrs(resource_spans.resource.attributes))
-                    for scope in resource_spans.scope_spans:
-                        for span in scope.spans:
-                            got.spans.append({"name": span.name, **_attrs(span.attributes)})
+                _take_traces(got, ExportTraceServiceRequest.FromString(body))
                 answer = ExportTraceServiceResponse().SerializeToString()
             elif self.path == "/v1/metrics":
-                metrics_request = ExportMetricsServiceRequest.FromString(body)
-                for resource_metrics in metrics_request.resource_metrics:
-                    resource = _attrs(resource_metrics.resource.attributes)
-                    got.resources.append(resource)
-                    for scope in resource_metrics.scope_metrics:
-                        for metric in scope.metrics:
-                            got.metrics.setdefault(metric.name, []).append(metric)
+                _take_metrics(got, ExportMetricsServiceRequest.FromString(body))
                 answer = ExportMetricsServiceResponse().SerializeToString()
             else:
                 self.send_response(404)
@@ -173,6 +178,43 @@ def receiver() -> Iterator[tuple[str, Received]]:
     thread.join(10)
 
 
+@pytest.fixture
+def grpc_receiver() -> Iterator[tuple[str, Received]]:
+    """An OTLP/gRPC receiver: the trace and metrics services of opentelemetry-proto."""
+    grpc = pytest.importorskip("grpc", reason="the otlp extra installs grpcio")
+    from concurrent import futures
+
+    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
+    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
+
+    got = Received()
+    lock = threading.Lock()
+
+    class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:
+            with lock:
+                got.paths.append("grpc traces")
+                got.raw += request.SerializeToString()
+                _take_traces(got, request)
+            return ExportTraceServiceResponse()
+
+    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
+        def Export(self, request: Any, context: Any) -> Any:
+            with lock:
+                got.paths.append("grpc metrics")
+                got.raw += request.SerializeToString()
+                _take_metrics(got, request)
+            return ExportMetricsServiceResponse()
+
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    yield f"http://127.0.0.1:{port}", got
+    server.stop(grace=None)
+
+
 @pytest.fixture(scope="module")
 def emulator() -> Iterator[EmulatorServer]:
     with EmulatorServer(seed=5) as running:
@@ -180,7 +222,9 @@ def emulator() -> Iterator[EmulatorServer]:
         yield running
 
 
-def run_program(emulator: EmulatorServer, mode: str, **env: str) -> dict[str, Any]:
+def run_program(
+    emulator: EmulatorServer, mode: str, launcher: list[str] | None = None, **env: str
+) -> dict[str, Any]:
     environment = {
         key: value
         for key, value in os.environ.items()
@@ -194,7 +238,7 @@ def run_program(emulator: EmulatorServer, mode: str, **env: str) -> dict[str, An
         **env,
     )
     done = subprocess.run(
-        [sys.executable, "-c", PROGRAM],
+        [*(launcher or []), sys.executable, "-c", PROGRAM],
         env=environment,
         capture_output=True,
         text=True,
@@ -306,3 +350,107 @@ def test_otlp_variable_without_the_otlp_extra_does_not_break_instrument(
     report = run_program(emulator, "no-extra", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
     assert not report["tracer_provider"].startswith("opentelemetry.sdk")
     assert received.paths == []
+
+
+def test_grpc_protocol_from_the_environment_exports_over_grpc(
+    emulator: EmulatorServer, grpc_receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = grpc_receiver
+    run_program(
+        emulator,
+        "endpoint",
+        WM_TEST_ENDPOINT=endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
+        OTEL_SERVICE_NAME="agent-over-grpc",
+    )
+    assert set(received.paths) == {"grpc traces", "grpc metrics"}
+    _check_export(received, "agent-over-grpc")
+
+
+def test_protocol_per_signal_wins_over_the_general_variable(
+    emulator: EmulatorServer, grpc_receiver: tuple[str, Received]
+) -> None:
+    endpoint, received = grpc_receiver
+    run_program(
+        emulator,
+        "env",
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
+        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc",
+        OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="grpc",
+        OTEL_SERVICE_NAME="agent-per-signal",
+    )
+    _check_export(received, "agent-per-signal")
+
+
+def test_opentelemetry_instrument_with_the_distro_at_its_defaults_exports_over_grpc(
+    emulator: EmulatorServer, grpc_receiver: tuple[str, Received]
+) -> None:
+    """``opentelemetry-instrument`` + ``opentelemetry-distro``: OTLP over gRPC by default."""
+    pytest.importorskip("opentelemetry.distro", reason="opentelemetry-distro is not installed")
+    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
+    if not launcher.exists():
+        pytest.skip("no opentelemetry-instrument next to this interpreter")
+    endpoint, received = grpc_receiver
+    run_program(
+        emulator,
+        "auto",
+        launcher=[str(launcher)],
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
+        OTEL_SERVICE_NAME="agent-auto",
+        OTEL_METRIC_EXPORT_INTERVAL="500",
+        # Only this library's instrumentor, so the check sees exactly its spans.
+        OTEL_PYTHON_DISABLED_INSTRUMENTATIONS="httpx,requests,urllib,urllib3,asyncio,threading",
+    )
+    reads = [s for s in received.spans if s["name"] == "search_memory"]
+    assert [s["wm.cache.result"] for s in reads] == ["miss", "hit", "hit", "miss"]
+    assert {r.get("service.name") for r in received.resources} == {"agent-auto"}
+    assert b"peanut" not in received.raw
+
+
+@pytest.mark.parametrize("protocol", ["grpc", "http/protobuf"])
+def test_probe_is_a_real_export_and_tells_a_wrong_protocol_from_a_collector(
+    receiver: tuple[str, Received], grpc_receiver: tuple[str, Received], protocol: str
+) -> None:
+    from wm_middleware._otlp import probe
+
+    http_endpoint, _ = receiver
+    grpc_endpoint, _ = grpc_receiver
+    right, wrong = (
+        (grpc_endpoint, http_endpoint)
+        if protocol == "grpc"
+        else (
+            http_endpoint,
+            grpc_endpoint,
+        )
+    )
+    assert probe(right, protocol, timeout=2.0) is None
+    # Something accepts TCP connections there, but it does not speak this protocol.
+    problem = probe(wrong, protocol, timeout=1.0)
+    assert problem is not None
+    assert protocol in problem
+
+
+def test_probe_with_nothing_listening_says_so() -> None:
+    import socket
+
+    from wm_middleware._otlp import probe
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    problem = probe(f"http://127.0.0.1:{port}", "http/protobuf", timeout=1.0)
+    assert problem is not None
+    assert f"127.0.0.1:{port}" in problem
+
+
+def test_unsupported_protocol_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from wm_middleware._otlp import configure_otlp, otlp_protocol
+
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
+    with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):
+        otlp_protocol("traces")
+    with pytest.raises(ValueError, match="grpc, http/protobuf"):
+        configure_otlp("http://127.0.0.1:4318")
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", " GRPC ")
+    assert otlp_protocol("metrics") == "grpc"

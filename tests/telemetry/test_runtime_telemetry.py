@@ -77,6 +77,7 @@ async def test_miss_then_hit_make_one_search_memory_span_each(otel: Otel, mode: 
         "server.address": SERVER[0],
         "server.port": SERVER[1],
         "gen_ai.memory.record.count": len(RECORDS),
+        "gen_ai.memory.store.id": "supermemory",
     }
     assert attributes(miss) == {**common, "wm.cache.result": "miss"}
     assert attributes(hit) == {**common, "wm.cache.result": "hit"}
@@ -260,7 +261,7 @@ async def test_failed_bypass_is_an_error_span(otel: Otel, mode: str) -> None:
 
 # -- writes ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize(("deletes", "name"), [(False, "update_memory"), (True, "delete_memory")])
+@pytest.mark.parametrize(("deletes", "name"), [(False, "upsert_memory"), (True, "delete_memory")])
 async def test_write_span_counts_the_entries_it_invalidated(
     otel: Otel, mode: str, deletes: bool, name: str
 ) -> None:
@@ -278,6 +279,8 @@ async def test_write_span_counts_the_entries_it_invalidated(
     assert attributes(first)["wm.cache.invalidated"] == 2
     assert attributes(second)["wm.cache.invalidated"] == 0
     assert attributes(first)["supermemory.operation"] == "documents.add"
+    assert attributes(first)["gen_ai.operation.name"] == name
+    assert attributes(first)["gen_ai.memory.record.count"] == 1  # records attempted
     assert first.kind is SpanKind.CLIENT
     assert runtime.memory.stats().size == 1
 
@@ -291,7 +294,7 @@ async def test_failed_write_is_an_error_span_that_still_invalidates(otel: Otel) 
 
     with pytest.raises(UpstreamError):
         runtime.write(make_write(), fail)
-    (span,) = otel.spans("update_memory")
+    (span,) = otel.spans("upsert_memory")
     assert span.status.status_code is StatusCode.ERROR
     assert attributes(span)["wm.cache.invalidated"] == 1
     assert [e.name for e in span.events] == ["exception"]

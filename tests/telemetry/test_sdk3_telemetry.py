@@ -266,7 +266,9 @@ async def test_write_span_counts_the_entries_it_invalidated(
     await call(c.search.memories(q="peanut", container_tag=TAG))  # a miss again
 
     (write,) = [s for s in otel.spans() if s.name != "search_memory"]
-    assert write.name == "update_memory"
+    assert write.name == "upsert_memory"  # add may create or merge
+    assert attributes(write)["gen_ai.operation.name"] == "upsert_memory"
+    assert attributes(write)["gen_ai.memory.record.count"] == 1
     assert attributes(write)["wm.cache.invalidated"] == 2
     assert attributes(write)["supermemory.operation"] == "add"
     assert server.count("POST", SEARCH) == 3

@@ -2,13 +2,26 @@
 
 An adapter module exposes:
 
-* ``LIBRARY``: the import name of the client library it patches (for logs);
 * ``patches(runtime) -> list[Patch]``: wrapt wrappers closing over a
   :class:`~wm_middleware._runtime.Runtime`. It must not raise when the library is missing or of
   an unknown version: it returns only what it recognises;
 * ``wrap(client, runtime) -> object | None``: a client-like copy whose reads go through
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``
   is not of this family.
+
+What each route of the Supermemory API is (read, write, pass-through, and what it scopes) is
+stated once, in :mod:`._routes`; every adapter classifies its calls there.
+
+Applied by every ``instrument()`` when the library is installed:
+
+* ``sdk3``: ``supermemory._base_client.(Sync|Async)APIClient.request``;
+* ``sdk5``: ``supermemory.client.(Async)Supermemory.search|profile|list`` and
+  ``core.http_client.(Async)HttpClient.request``;
+* ``openai_middleware``: the supermemory-openai-sdk middleware's profile search.
+
+Applied only by ``instrument(httpx=True)``:
+
+* ``httpx_transport``: ``httpx.Client.send`` and ``httpx.AsyncClient.send``.
 
 Adding a client family is one new module and one line in :data:`ADAPTERS`.
 """
@@ -19,7 +32,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ADAPTERS", "Patch"]
+from .._runtime import Read, Runtime, Write
+
+__all__ = ["ADAPTERS", "Bypass", "Patch", "run"]
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -33,10 +48,36 @@ class Patch:
     wrapper: Wrapper
 
 
-# Import paths of the adapter modules, in the order they are applied.
-ADAPTERS: tuple[str, ...] = (
-    "wm_middleware._adapters.sdk3",
-    "wm_middleware._adapters.sdk5",
-    "wm_middleware._adapters.openai_middleware",
-    "wm_middleware._adapters.httpx_transport",
+# (import path of the adapter module, the ``instrument()`` flag it needs or None), in the order
+# they are applied.
+ADAPTERS: tuple[tuple[str, str | None], ...] = (
+    ("wm_middleware._adapters.sdk3", None),
+    ("wm_middleware._adapters.sdk5", None),
+    ("wm_middleware._adapters.openai_middleware", None),
+    ("wm_middleware._adapters.httpx_transport", "httpx"),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class Bypass:
+    """A read that is observed but never cached (raw or streaming response, odd options)."""
+
+    operation: str
+    server: tuple[str, int | None]
+    query: str | None
+
+
+def run(
+    runtime: Runtime, action: Read | Write | Bypass, call: Callable[[], Any], is_async: bool
+) -> Any:
+    """Hand ``call`` to ``runtime`` as ``action`` describes it.
+
+    The one decision every sync/async pair of wrappers shares: an async wrapper gets the
+    awaitable back and returns it for its caller to await.
+    """
+    if isinstance(action, Read):
+        return runtime.aread(action, call) if is_async else runtime.read(action, call)
+    if isinstance(action, Write):
+        return runtime.awrite(action, call) if is_async else runtime.write(action, call)
+    bypass = runtime.abypass if is_async else runtime.bypass
+    return bypass(action.operation, action.server, call, action.query)

@@ -37,49 +37,29 @@ cached and traced once.
 from __future__ import annotations
 
 import json
-import re
-from collections.abc import Awaitable, Callable, Hashable, Mapping
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, Final, cast
-from urllib.parse import unquote
 
 import httpx
 
 from .._cache import WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
-from ._requests import fingerprint, read_scopes, server_of, tags_in, write_scopes
 from .._telemetry import Telemetry
-from . import Patch
+from . import Bypass, Patch, run
+from ._requests import fingerprint, read_scopes, server_of
+from ._routes import find_in, read_tags, written
 
 __all__ = [
-    "LIBRARY",
     "AsyncCachingTransport",
     "CachingTransport",
     "patches",
-    "send_patches",
-    "wrap",
 ]
-
-LIBRARY: Final = "httpx"
 
 # Headers that describe the bytes on the wire, not the decoded body we store.
 _WIRE_HEADERS: Final = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
 _WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
-# The API part of a path: ``v3|v4/...`` (3.x) or ``ns/{namespace}/...`` (5.x), after any base path.
-# ``re.search`` takes the leftmost, so a namespace called "v3" stays a namespace.
-_API_TAIL: Final = re.compile(
-    r"(?:^|/)(?:(?P<v3>v[34](?:/[^/]+)*)|ns/(?P<ns>[^/]+)(?P<rest>(?:/[^/]+)*))/?$"
-)
-_READS_3X: Final = {
-    "v4/search": "search.memories",
-    "v3/search": "search",
-    "v4/profile": "profile",
-    "v3/documents/list": "documents.list",
-}
-# POSTs under v3/connections that only read (list, get_by_tag, list_documents).
-_CONNECTION_READS: Final = re.compile(r"v3/connections/(?:list|[^/]+/(?:connection|documents))")
-_DOCUMENT_BY_ID: Final = re.compile(r"v3/documents/(?!bulk$|batch$|file$)[^/]+")
 
 
 # -- describing a request ----------------------------------------------------------------------
@@ -122,109 +102,37 @@ def _credentials(headers: httpx.Headers) -> str | None:
     return api_key
 
 
-def _tags_3x(body: Any) -> list[str]:
-    """Container tags a 3.x write names; empty (= whole tenant) if any part of it names none."""
-    if not isinstance(body, Mapping):
-        return []
-    top = tags_in(body, "containerTag", "containerTags")
-    tags = list(top)
-    documents = body.get("documents")
-    if isinstance(documents, list):  # batch_add: tags per item, the top-level ones as default
-        for item in documents:
-            own = (
-                tags_in(item, "containerTag", "containerTags") if isinstance(item, Mapping) else []
-            )
-            if not own and not top:
-                return []
-            tags.extend(own)
-    return tags
-
-
-def _write_3x(method: str, tail: str, body: Any) -> list[str] | None:
-    """The tags a 3.x write names ([] = whole tenant), or ``None`` if it is not a write."""
-    if tail == "v3/documents" or tail.startswith("v3/documents/"):
-        if method in ("PATCH", "DELETE") and _DOCUMENT_BY_ID.fullmatch(tail):
-            return []  # by id: the document's current tag is unknown
-        return _tags_3x(body)
-    if tail in ("v4/memories", "v3/memories") or (
-        tail.startswith("v3/memories/") and not tail.endswith("/list")  # older 3.x aliases
-    ):
-        return _tags_3x(body)
-    if tail == "v3/settings":
-        return []
-    if tail.startswith("v3/connections/"):
-        if method == "POST" and _CONNECTION_READS.fullmatch(tail):
-            return None
-        return _tags_3x(body)
-    return None
-
-
-def _write_5x(method: str, parts: list[str], body: Any) -> bool:
-    if not parts:  # ns/{ns} itself: update or delete the namespace
-        return method in ("PATCH", "DELETE")
-    if parts[0] == "memories" and parts[1:] == ["semantic"]:
-        return not (isinstance(body, Mapping) and body.get("dryRun") is True)  # dry run: a read
-    return parts[0] in ("document", "memories", "connectors") or parts == ["profile", "buckets"]
-
-
 def describe(request: httpx.Request) -> _ReadSpec | Write | None:
     """What ``request`` is to the working memory: a cacheable read, a write, or neither."""
     method = request.method
     if method not in _WRITE_METHODS:
         return None
     url = request.url
-    raw_path = url.raw_path.partition(b"?")[0].decode("ascii", "replace")
-    match = _API_TAIL.search(raw_path)
-    organization = match is None and raw_path.rstrip("/").endswith("/organization")
-    if match is None and not (organization and method == "PATCH"):
+    found = find_in(method, url.raw_path.partition(b"?")[0].decode("ascii", "replace"))
+    if found is None or found.route.kind == "pass":
         return None
+    route = found.route
     origin = f"{url.scheme}://{url.netloc.decode('ascii', 'replace')}"
     tenant = (origin, fingerprint(_credentials(request.headers)))
     server = server_of(origin)
     content = _body_of(request)
     body = _NOT_JSON if content is None else _json(content)
-    if match is None:  # PATCH organization: org-wide (5.x)
-        return Write("organization.update", write_scopes(tenant, ()), server)
-
-    if match["v3"] is not None:
-        tail = match["v3"]
-        operation = _READS_3X.get(tail) if method == "POST" else None
-        tags = tags_in(body, "containerTag", "containerTags") if isinstance(body, Mapping) else []
-        query = body.get("q") if isinstance(body, Mapping) else None
-        if operation is None:
-            written = _write_3x(method, tail, body)
-            if written is None:
-                return None
-            # Operation names stay low-cardinality: no ids, no tags.
-            operation = f"{method} {'/'.join(tail.split('/')[:2])}"
-            return Write(operation, write_scopes(tenant, written), server, method == "DELETE")
-    else:
-        namespace = unquote(match["ns"])
-        parts = match["rest"].strip("/").split("/") if match["rest"] else []
-        operation = None
-        if method == "POST" and (
-            parts in (["search"], ["profile"]) or (len(parts) == 2 and parts[0] == "list")
-        ):
-            operation = parts[0]
-        tags = [namespace]
-        query = body.get("query") if isinstance(body, Mapping) else None
-        if operation is None:
-            if not _write_5x(method, parts, body):
-                return None
-            if not parts and method == "DELETE" and url.params.get("moveTo"):
-                tags.append(url.params["moveTo"])  # the target namespace changes too
-            operation = f"{method} ns/{{ns}}{'/' + parts[0] if parts else ''}"
-            return Write(operation, write_scopes(tenant, tags), server, method == "DELETE")
-
+    if route.kind == "write":
+        scopes = written(found, tenant, body, url.params)
+        if scopes is None:
+            return None  # a preview (dry run) reads
+        return Write(route.operation, scopes, server, method == "DELETE")
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
     body_key: Hashable = (
         content if body is _NOT_JSON else json.dumps(body, sort_keys=True, separators=(",", ":"))
     )
     url_key = f"{origin}{url.raw_path.decode('ascii', 'replace')}"
-    key = ("httpx", tenant, operation, method, url_key, body_key)
+    key = ("httpx", tenant, route.operation, method, url_key, body_key)
+    query = body.get("q" if route.generation == 3 else "query") if isinstance(body, dict) else None
     query_text = query if isinstance(query, str) else None
-    return _ReadSpec(operation, key, read_scopes(tenant, tags, query_text), server, query_text)
+    scopes = read_scopes(tenant, read_tags(found, body), query_text)
+    return _ReadSpec(route.operation, key, scopes, server, query_text)
 
 
 # -- stored answers ----------------------------------------------------------------------------
@@ -328,6 +236,16 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
 
 
 # -- the shared call path ----------------------------------------------------------------------
+def _decide(request: httpx.Request) -> _ReadSpec | Write | None:
+    """What to do with ``request`` here: ``None`` sends it untouched (also on our own errors)."""
+    if handled_outside():
+        return None  # an outer layer (an SDK adapter) handles this call
+    try:
+        return describe(request)
+    except Exception:  # never fail a request for our own reasons
+        return None
+
+
 def _handle(
     runtime: Runtime,
     request: httpx.Request,
@@ -335,12 +253,7 @@ def _handle(
     fetch: Callable[[], _Stored],
     replay: Replay,
 ) -> httpx.Response:
-    if handled_outside():
-        return send()
-    try:
-        call = describe(request)
-    except Exception:  # never fail a request for our own reasons
-        call = None
+    call = _decide(request)
     if call is None:
         return send()
     if isinstance(call, Write):
@@ -359,12 +272,7 @@ async def _ahandle(
     fetch: Callable[[], Awaitable[_Stored]],
     replay: Replay,
 ) -> httpx.Response:
-    if handled_outside():
-        return await send()
-    try:
-        call = describe(request)
-    except Exception:
-        call = None
+    call = _decide(request)
     if call is None:
         return await send()
     if isinstance(call, Write):
@@ -481,6 +389,25 @@ def _sendable(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> h
     return request
 
 
+def _plan(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> tuple[httpx.Request | None, Bypass | None]:
+    """The request a ``send`` may answer from memory (else ``None``), and the bypass of a
+    streamed read, which is observed but never cached."""
+    if handled_outside():
+        return None, None
+    try:
+        request = _sendable(instance, args, kwargs)
+        if request is None or not kwargs.get("stream"):
+            return request, None
+        call = describe(request)
+    except Exception:  # never fail a request for our own reasons
+        return None, None
+    if isinstance(call, _ReadSpec):
+        return request, Bypass(call.operation, call.server, call.query)
+    return request, None
+
+
 def _sync_send(runtime: Runtime) -> Any:
     def wrapper(
         wrapped: Callable[..., httpx.Response],
@@ -488,20 +415,13 @@ def _sync_send(runtime: Runtime) -> Any:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> httpx.Response:
-        if handled_outside():
-            return wrapped(*args, **kwargs)
-        try:
-            request = _sendable(instance, args, kwargs)
-        except Exception:
-            request = None
+        request, streamed = _plan(instance, args, kwargs)
         if request is None:
             return wrapped(*args, **kwargs)
-        if kwargs.get("stream"):
-            call = describe(request)
-            if isinstance(call, _ReadSpec):  # a streamed read is never cached
-                return runtime.bypass(
-                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
-                )
+        if streamed is not None:
+            return cast(
+                httpx.Response, run(runtime, streamed, lambda: wrapped(*args, **kwargs), False)
+            )
 
         def fetch() -> _Stored:
             response = wrapped(*args, **kwargs)
@@ -520,20 +440,12 @@ def _async_send(runtime: Runtime) -> Any:
         args: tuple[Any, ...],
         kwargs: dict[str, Any],
     ) -> httpx.Response:
-        if handled_outside():
-            return await wrapped(*args, **kwargs)
-        try:
-            request = _sendable(instance, args, kwargs)
-        except Exception:
-            request = None
+        request, streamed = _plan(instance, args, kwargs)
         if request is None:
             return await wrapped(*args, **kwargs)
-        if kwargs.get("stream"):
-            call = describe(request)
-            if isinstance(call, _ReadSpec):
-                return await runtime.abypass(
-                    call.operation, call.server, lambda: wrapped(*args, **kwargs), call.query
-                )
+        if streamed is not None:
+            response = await run(runtime, streamed, lambda: wrapped(*args, **kwargs), True)
+            return cast(httpx.Response, response)
 
         async def fetch() -> _Stored:
             response = await wrapped(*args, **kwargs)
@@ -548,23 +460,8 @@ def _async_send(runtime: Runtime) -> Any:
 
 
 def patches(runtime: Runtime) -> list[Patch]:
-    """Nothing by default: plain httpx callers opt in (``instrument(httpx=True)``)."""
-    return []
-
-
-def send_patches(runtime: Runtime) -> list[Patch]:
     """``httpx.Client.send`` and ``httpx.AsyncClient.send``, for ``instrument(httpx=True)``."""
     return [
         Patch("httpx", "Client.send", _sync_send(runtime)),
         Patch("httpx", "AsyncClient.send", _async_send(runtime)),
     ]
-
-
-def wrap(client: object, runtime: Runtime) -> object | None:
-    """``None``: give an httpx client a :class:`CachingTransport` instead.
-
-    httpx has no public way to copy a client with another transport (mounts, auth, hooks and
-    pool limits live in private attributes), and a half-copied client would behave differently
-    from the original in ways a caller cannot see.
-    """
-    return None

@@ -21,12 +21,11 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._runtime import Read, Runtime
-from ._requests import canonical, read_scopes, server_of, tenant_of
 from . import Patch
+from ._requests import canonical, read_scopes, server_of, tenant_of
 
-__all__ = ["LIBRARY", "patches", "wrap"]
+__all__ = ["patches", "wrap"]
 
-LIBRARY: Final = "supermemory_openai"
 _MODULE: Final = "supermemory_openai.middleware"
 _FUNCTION: Final = "supermemory_profile_search"
 _PARAMETERS: Final = ("container_tag", "query_text", "api_key", "base_url")

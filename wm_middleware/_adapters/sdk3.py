@@ -22,46 +22,29 @@ A call that cannot be classified passes through: the wrapper never raises for it
 
 from __future__ import annotations
 
-import json
 import logging
 import pickle
+import weakref
 from collections.abc import Callable, Hashable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 from .._runtime import Read, Runtime, Write, handled_outside
-from ._requests import (
-    canonical,
-    fingerprint,
-    read_scopes,
-    server_of,
-    tags_in,
-    tenant_of,
-    write_scopes,
-)
-from . import Patch, Wrapper
+from . import Bypass, Patch, Wrapper, run
+from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
+from ._routes import find, read_tags, written
 
-__all__ = ["LIBRARY", "patches", "wrap"]
+__all__ = ["patches", "wrap"]
 
-LIBRARY: Final = "supermemory"
 
 logger = logging.getLogger(__name__)
 
 _FAMILY: Final = "sm3"
 _MODULE: Final = "supermemory._base_client"
 _RAW_HEADER: Final = "x-stainless-raw-response"  # _constants.RAW_RESPONSE_HEADER, lowercased
-_TAG_FIELDS: Final = ("containerTag", "containerTags")
 # Header values that are credentials: fingerprinted before they enter a key.
 _SECRET_HINTS: Final = ("auth", "key", "token", "secret", "cookie")
-
-# -- routing tables: (lowercase method, path or path template) -> what the call is ---------------
-_READS: Final[dict[tuple[str, str], str]] = {
-    ("post", "/v4/search"): "search.memories",
-    ("post", "/v3/search"): "search.execute",  # or search.documents: told apart by cast_to
-    ("post", "/v4/profile"): "profile",
-    ("post", "/v3/documents/list"): "documents.list",
-}
 
 # Same path and body, different method and response type: the cast_to names the operation.
 _BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
@@ -70,51 +53,6 @@ _BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
     ("connections.delete", "ConnectionDeleteByIDResponse"): "connections.delete_by_id",
     ("connections.delete", "ConnectionDeleteByProviderResponse"): "connections.delete_by_provider",
 }
-
-# How a write names what it changes.
-#   "named": the container tags in its body; none named -> the whole tenant.
-#   "items": "named", plus every item of ``documents`` (batch_add).
-#   "tenant": always the whole tenant (no tag, or a tag that may be a document's new one).
-_Scope = Literal["named", "items", "tenant"]
-
-_WRITES: Final[dict[tuple[str, str], tuple[str, _Scope]]] = {
-    ("post", "/v3/documents"): ("documents.add", "named"),
-    ("post", "/v3/documents/batch"): ("documents.batch_add", "items"),
-    ("post", "/v3/documents/file"): ("documents.upload_file", "named"),
-    ("delete", "/v3/documents/bulk"): ("documents.delete_bulk", "named"),
-    # ``update`` may carry the document's NEW tags; the old ones are unknown here.
-    ("patch", "/v3/documents/{id}"): ("documents.update", "tenant"),
-    ("delete", "/v3/documents/{id}"): ("documents.delete", "tenant"),
-    ("delete", "/v4/memories"): ("memories.forget", "named"),
-    ("patch", "/v4/memories"): ("memories.update_memory", "named"),
-    ("patch", "/v3/settings"): ("settings.update", "tenant"),  # org-wide settings
-    ("post", "/v3/connections/{x}"): ("connections.create", "named"),
-    ("post", "/v3/connections/{x}/configure"): ("connections.configure", "tenant"),
-    ("post", "/v3/connections/{x}/import"): ("connections.import", "named"),
-    ("delete", "/v3/connections/{x}"): ("connections.delete", "named"),
-}
-
-# Reads sent with POST that are not cached (connection state changes outside this process).
-_POST_PASS: Final = frozenset(
-    {
-        "/v3/connections/list",
-        "/v3/connections/{x}/connection",
-        "/v3/connections/{x}/documents",
-    }
-)
-
-# Fixed path segments that are not ids (``/v3/documents/list`` is not ``/v3/documents/{id}``).
-_DOCUMENT_WORDS: Final = frozenset({"list", "batch", "file", "bulk", "processing"})
-
-
-def _template(path: str) -> str:
-    """``path`` with its id segment replaced, for the routes that have one."""
-    parts = path.strip("/").split("/")
-    if len(parts) == 3 and parts[:2] == ["v3", "documents"] and parts[2] not in _DOCUMENT_WORDS:
-        return "/v3/documents/{id}"
-    if len(parts) in (3, 4) and parts[:2] == ["v3", "connections"] and parts[2] != "list":
-        return "/".join(["", "v3", "connections", "{x}", *parts[3:]])
-    return path
 
 
 def _path_of(url: str) -> str:
@@ -125,22 +63,8 @@ def _path_of(url: str) -> str:
     return url if url.startswith("/") else "/" + url
 
 
-@lru_cache(maxsize=64)
-def _server(base_url: str) -> tuple[str, int | None]:
-    return server_of(base_url)
-
-
 # -- what a call is --------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class _Bypass:
-    """A read that is observed but never cached (raw or streaming response, odd options)."""
-
-    operation: str
-    server: tuple[str, int | None]
-    query: str | None
-
-
-_Route = Read | Write | _Bypass | None
+_Route = Read | Write | Bypass | None
 
 
 def _body_of(options: Any) -> dict[str, Any]:
@@ -167,38 +91,6 @@ def _safe_headers(headers: object) -> dict[str, str] | None:
             text = fingerprint(text)
         safe[lowered] = text
     return safe
-
-
-def _tags_of(body: Mapping[str, Any]) -> list[str]:
-    tags = tags_in(body, *_TAG_FIELDS)
-    # upload_file sends form fields: ``containerTags`` may be a JSON array in a string.
-    return [tag for value in tags for tag in _maybe_json_list(value)]
-
-
-def _maybe_json_list(value: str) -> list[str]:
-    if value.startswith("["):
-        try:
-            parsed = json.loads(value)
-        except ValueError:
-            return [value]
-        if isinstance(parsed, list):
-            return [v for v in parsed if isinstance(v, str)]
-    return [value]
-
-
-def _write_tags(rule: _Scope, body: Mapping[str, Any]) -> list[str]:
-    """The tags a write changes; empty means the whole tenant."""
-    if rule == "tenant":
-        return []
-    tags = _tags_of(body)
-    if rule == "items":
-        items = body.get("documents")
-        for item in items if isinstance(items, list) else ():
-            item_tags = _tags_of(item) if isinstance(item, Mapping) else []
-            if not item_tags and not tags:
-                return []  # an item lands in the default container: drop the tenant
-            tags.extend(item_tags)
-    return tags
 
 
 def _count(value: Any) -> int | None:
@@ -228,73 +120,163 @@ def _encode(value: Any) -> bytes:
     return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
+@dataclass(frozen=True, slots=True, eq=False)  # hashed by identity: a memo key part
+class _Client:
+    """What a client contributes to every read of it, computed once per client state.
+
+    A client's base URL, key, default headers and default query may change (``base_url`` has a
+    setter); the entry is reused only while all four are what they were when it was made.
+    """
+
+    base_url: object  # the client's URL object itself: a new URL is a new state
+    api_key: str | None
+    headers: dict[str, Any]  # copies, compared by value
+    query: dict[str, Any]
+    tenant: tuple[str, str]
+    server: tuple[str, int | None]
+    defaults: str  # the default headers (credentials fingerprinted) and query, canonical
+    # The Read of each plain request seen (no per-call headers, query, extra body, files or
+    # stream), by an exact key of its small flat body: a repeat skips key building. It lives and
+    # dies with this entry, so with the client; bounded in count and in the text it holds.
+    reads: dict[Hashable, Read] = field(default_factory=dict)
+
+
+_CLIENTS: weakref.WeakKeyDictionary[Any, _Client] = weakref.WeakKeyDictionary()
+
+
+def _client(instance: Any) -> _Client:
+    base_url = getattr(instance, "_base_url", None)
+    found = _CLIENTS.get(instance)
+    if (
+        found is not None
+        and base_url is not None
+        and found.base_url is base_url
+        and found.api_key == instance.api_key
+        and found.headers == instance._custom_headers
+        and found.query == instance._custom_query
+    ):
+        return found
+    url = str(instance.base_url)
+    made = _Client(
+        base_url,
+        instance.api_key,
+        dict(instance._custom_headers),
+        dict(instance._custom_query),
+        tenant_of(url, instance.api_key),
+        server_of(url),
+        canonical([_safe_headers(instance._custom_headers), instance._custom_query or None]),
+    )
+    _CLIENTS[instance] = made
+    return made
+
+
 def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
     """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched."""
     cast_to = args[0] if args else kwargs.get("cast_to")
     options = args[1] if len(args) > 1 else kwargs.get("options")
     if options is None:
         return None
-    method = str(options.method).lower()
-    if method == "get":
+    method = str(options.method).upper()
+    if method == "GET":
         return None  # status polls and GET reads: never cached, nothing to invalidate
-    path = _path_of(str(options.url))
+    found = find(method, _path_of(str(options.url)))
+    if found is None or found.route.kind == "pass":
+        return None
     cast_name = getattr(cast_to, "__name__", "")
-    headers = options.headers
-    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
-    operation = _READS.get((method, path))
-    if operation is None:
-        template = _template(path)
-        if method == "post" and template in _POST_PASS:
+    operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
+    client = _client(instance)
+    if found.route.kind == "write":
+        scopes = written(found, client.tenant, _body_of(options))
+        if scopes is None:
             return None
-        operation, rule = _WRITES.get((method, template), ("write", "tenant"))
-        operation = _BY_CAST_TO.get((operation, cast_name), operation)
-        base_url = str(instance.base_url)
-        tenant = tenant_of(base_url, instance.api_key)
-        scopes = write_scopes(tenant, _write_tags(rule, _body_of(options)))
         # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, _server(base_url), deletes=method == "delete")
-    operation = _BY_CAST_TO.get((operation, cast_name), operation)
+        return Write(operation, scopes, client.server, deletes=method == "DELETE")
+    headers = options.headers
+    plain = (
+        not headers
+        and not options.extra_json
+        and not options.params
+        and options.files is None
+        and options.content is None
+        and not kwargs.get("stream")
+        and not _given(options.post_parser)
+    )
+    memo_key = _memo_key(cast_to, operation, options.json_data) if plain else None
+    if memo_key is not None:
+        read = client.reads.get(memo_key)
+        if read is not None:
+            return read
+    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
     body = _body_of(options)
     query = body.get("q")
     query = query if isinstance(query, str) else None
-    base_url = str(instance.base_url)
-    server = _server(base_url)
     if raw or kwargs.get("stream") or not _is_model(cast_to):
-        return _Bypass(operation, server, query)
+        return Bypass(operation, client.server, query)
     if options.files is not None or options.content is not None:
-        return _Bypass(operation, server, query)
+        return Bypass(operation, client.server, query)
     if _given(options.post_parser):
-        return _Bypass(operation, server, query)
-    tenant = tenant_of(base_url, instance.api_key)
-    request: dict[str, Any] = {
-        "json": options.json_data,
-        "extra": options.extra_json,
-        "params": options.params or None,
-        "stream": False,
-        "headers": _safe_headers(headers),
-        "client_headers": _safe_headers(instance._custom_headers),
-        "client_query": instance._custom_query or None,
-    }
-    qualname = getattr(cast_to, "__qualname__", "")  # a model class: checked by _is_model
-    key: Hashable = (_FAMILY, tenant, operation, qualname, canonical(request))
-    return Read(
+        return Bypass(operation, client.server, query)
+    extra, params, safe_headers = options.extra_json, options.params, _safe_headers(headers)
+    if not extra and not params and safe_headers is None:
+        sent = canonical(options.json_data)  # the common case: the method's own body only
+    else:
+        sent = canonical([options.json_data, extra, params or None, safe_headers])
+    # ``_is_model`` checked: a model class. Its qualname separates same-body reads of two types.
+    qualname = getattr(cast_to, "__qualname__", "")
+    key: Hashable = (_FAMILY, client.tenant, operation, qualname, client.defaults, sent)
+    read = Read(
         operation,
         key,
-        read_scopes(tenant, _tags_of(body), query),
-        server,
+        read_scopes(client.tenant, read_tags(found, body), query),
+        client.server,
         query,
         encode=_encode,
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
         count=_count,
     )
+    if memo_key is not None:
+        if len(client.reads) >= _MEMO_ENTRIES:
+            client.reads.clear()
+        client.reads[memo_key] = read
+    return read
+
+
+_MEMO_ENTRIES: Final = 256  # per client
+_MEMO_TEXT: Final = 2048  # characters of body text a memoised request may carry
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def _memo_key(cast_to: Any, operation: str, data: object) -> Hashable | None:
+    """An exact, type-aware key of a small flat JSON body, else ``None`` (not memoised)."""
+    if type(data) is not dict:
+        return None
+    items: list[Hashable] = [cast_to, operation]
+    text = 0
+    for name, value in data.items():
+        kind = type(value)
+        if kind in _SCALARS:
+            items.append((name, kind, value))  # the type: 1, 1.0 and True differ on the wire
+            text += len(value) if kind is str else 0
+        elif kind is list and all(type(item) is str for item in value):
+            items.append((name, kind, tuple(value)))
+            text += sum(map(len, value))
+        else:
+            return None
+    return tuple(items) if text <= _MEMO_TEXT else None
+
+
+@lru_cache(maxsize=1)
+def _not_given_types() -> tuple[type, ...]:
+    from supermemory._types import NotGiven, Omit
+
+    return (NotGiven, Omit)
 
 
 def _given(value: object) -> bool:
-    from supermemory._types import NotGiven, Omit
-
-    return value is not None and not isinstance(value, (NotGiven, Omit))
+    return value is not None and not isinstance(value, _not_given_types())
 
 
+@lru_cache(maxsize=256)
 def _is_model(cast_to: object) -> bool:
     """True for the SDK's response models, which it parses with ``construct_type``."""
     from supermemory._models import BaseModel
@@ -315,7 +297,9 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _
 
 
 # -- wrappers (small factories closing over the runtime) ----------------------------------------
-def _sync_wrapper(runtime: Runtime) -> Wrapper:
+def _wrapper(runtime: Runtime, is_async: bool) -> Wrapper:
+    """The wrapper of ``request``; async: it returns the awaitable the caller awaits."""
+
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -324,38 +308,7 @@ def _sync_wrapper(runtime: Runtime) -> Wrapper:
         route = _classify(instance, args, kwargs)
         if route is None:
             return wrapped(*args, **kwargs)
-
-        def call() -> Any:
-            return wrapped(*args, **kwargs)
-
-        if isinstance(route, Read):
-            return runtime.read(route, call)
-        if isinstance(route, Write):
-            return runtime.write(route, call)
-        return runtime.bypass(route.operation, route.server, call, route.query)
-
-    return wrapper
-
-
-def _async_wrapper(runtime: Runtime) -> Wrapper:
-    def wrapper(
-        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        # Returns the awaitable: ``await client.request(...)`` awaits it.
-        if handled_outside():
-            return wrapped(*args, **kwargs)
-        route = _classify(instance, args, kwargs)
-        if route is None:
-            return wrapped(*args, **kwargs)
-
-        def call() -> Any:
-            return wrapped(*args, **kwargs)
-
-        if isinstance(route, Read):
-            return runtime.aread(route, call)
-        if isinstance(route, Write):
-            return runtime.awrite(route, call)
-        return runtime.abypass(route.operation, route.server, call, route.query)
+        return run(runtime, route, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
@@ -380,8 +333,8 @@ def patches(runtime: Runtime) -> list[Patch]:
     if not _supported():
         return []
     return [
-        Patch(_MODULE, "SyncAPIClient.request", _sync_wrapper(runtime)),
-        Patch(_MODULE, "AsyncAPIClient.request", _async_wrapper(runtime)),
+        Patch(_MODULE, "SyncAPIClient.request", _wrapper(runtime, False)),
+        Patch(_MODULE, "AsyncAPIClient.request", _wrapper(runtime, True)),
     ]
 
 
@@ -396,10 +349,10 @@ def wrap(client: object, runtime: Runtime) -> object | None:
     from supermemory import AsyncSupermemory, Supermemory
 
     if isinstance(client, Supermemory):
-        copy: object = _install(_copy_of(client, {}), runtime, _sync_wrapper(runtime))
+        copy: object = _install(_copy_of(client, {}), runtime, _wrapper(runtime, False))
         return copy
     if isinstance(client, AsyncSupermemory):
-        copy = _install(_copy_of(client, {}), runtime, _async_wrapper(runtime))
+        copy = _install(_copy_of(client, {}), runtime, _wrapper(runtime, True))
         return copy
     return None
 

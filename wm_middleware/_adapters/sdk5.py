@@ -22,19 +22,18 @@ from __future__ import annotations
 
 import copy as _copy
 import json
-import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import wrapt
 
 from .._runtime import Read, Runtime, Write, handled_outside
-from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of, write_scopes
-from . import Patch
+from . import Bypass, Patch, run
+from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
+from ._routes import find, written
 
-__all__ = ["LIBRARY", "patches", "wrap"]
+__all__ = ["patches", "wrap"]
 
-LIBRARY = "supermemory"
 
 _FAMILY = "sm5"
 _OMIT: Any = ...  # the generated code's OMIT sentinel (``typing.cast(Any, ...)``)
@@ -46,41 +45,6 @@ _READS: dict[str, tuple[str, ...]] = {
 }
 # Keyword arguments that never reach the request body, query or path.
 _NOT_SENT = frozenset({"request_options", "timeout"})
-
-_NS = r"ns/(?P<ns>[^/]+)"
-# Cacheable reads: at the transport, outside a model-level read, they are raw calls (bypass).
-_RAW_READS: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("POST", re.compile(_NS + r"/search"), "search"),
-    ("POST", re.compile(_NS + r"/profile"), "profile"),
-    ("POST", re.compile(_NS + r"/list/(?P<type>[^/]+)"), "list"),
-)
-# Non-GET calls that change nothing: passed through untouched.
-_NOT_WRITES: tuple[tuple[str, re.Pattern[str]], ...] = (
-    ("POST", re.compile(_NS + r"/list/documents/memory-counts")),
-    ("POST", re.compile(r"feedback")),
-)
-# Writes, by (method, path template) -> operation name (for spans only).
-_WRITES: tuple[tuple[str, re.Pattern[str], str], ...] = (
-    ("POST", re.compile(_NS + r"/document"), "add"),
-    ("POST", re.compile(_NS + r"/document/batch"), "documents.batch_add"),
-    ("POST", re.compile(_NS + r"/document/file"), "documents.upload_file"),
-    ("POST", re.compile(_NS + r"/document/file/[^/]+"), "documents.replace_with_file"),
-    ("PATCH", re.compile(_NS + r"/document/file/[^/]+"), "documents.update_file"),
-    ("PATCH", re.compile(_NS + r"/document/[^/]+"), "documents.update"),
-    ("DELETE", re.compile(_NS + r"/document"), "documents.delete"),
-    ("DELETE", re.compile(_NS + r"/memories"), "memories.forget"),
-    ("DELETE", re.compile(_NS + r"/memories/semantic"), "memories.forget_matching"),
-    ("PUT", re.compile(_NS + r"/profile/buckets"), "profiles.set_buckets"),
-    ("DELETE", re.compile(_NS + r"/profile/buckets"), "profiles.delete_buckets"),
-    ("PATCH", re.compile(_NS), "namespaces.update"),
-    ("DELETE", re.compile(_NS), "namespaces.delete"),
-    ("POST", re.compile(_NS + r"/connectors"), "connectors.create"),
-    ("PATCH", re.compile(_NS + r"/connectors/[^/]+"), "connectors.update"),
-    ("DELETE", re.compile(_NS + r"/connectors/[^/]+"), "connectors.delete"),
-    ("POST", re.compile(_NS + r"/connectors/[^/]+/sync"), "connectors.sync"),
-    ("PATCH", re.compile(r"organization"), "organization.update"),
-)
-_ANY_NS = re.compile(_NS + r"(?:/.*)?")
 
 
 def _sdk_is_5x() -> bool:
@@ -280,17 +244,6 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
 
 
 # -- writes and raw reads at the transport --------------------------------------------------------
-class _Raw:
-    """A cacheable read reaching the transport on its own: ``with_raw_response``."""
-
-    __slots__ = ("operation", "query", "server")
-
-    def __init__(self, operation: str, server: tuple[str, int | None], query: str | None):
-        self.operation = operation
-        self.server = server
-        self.query = query
-
-
 def _body(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     body: dict[str, Any] = {}
     sent = kwargs.get("json")
@@ -320,51 +273,36 @@ def _tenant_at_transport(instance: Any, kwargs: Mapping[str, Any]) -> tuple[tupl
 
 
 def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> Any:
-    """``None`` (pass through), a :class:`_Raw` read, or a :class:`Write`."""
+    """``None`` (pass through), a :class:`Bypass` (a raw read), or a :class:`Write`."""
     path = args[0] if args else kwargs.get("path")
     method = kwargs.get("method")
     if not isinstance(path, str) or not isinstance(method, str):
         return None
-    path = path.strip("/")
     method = method.upper()
     if method in ("GET", "HEAD", "OPTIONS"):
         return None
-    for verb, pattern in _NOT_WRITES:
-        if verb == method and pattern.fullmatch(path):
-            return None
-    for verb, pattern, operation in _RAW_READS:
-        if verb == method and pattern.fullmatch(path):
-            if handled_outside():
-                return None  # the fetch of a model-level read
-            tenant, base_url = _tenant_at_transport(instance, kwargs)
-            query = _body(kwargs).get("query") if operation == "search" else None
-            return _Raw(operation, server_of(base_url), query if isinstance(query, str) else None)
+    found = find(method, path)
+    if found is None or found.route.kind == "pass":
+        return None
+    route = found.route
+    if route.kind == "read":
+        if handled_outside():
+            return None  # the fetch of a model-level read
+        tenant, base_url = _tenant_at_transport(instance, kwargs)
+        query = _body(kwargs).get("query") if route.operation == "search" else None
+        return Bypass(
+            route.operation, server_of(base_url), query if isinstance(query, str) else None
+        )
     tenant, base_url = _tenant_at_transport(instance, kwargs)
-    operation = "write"
-    for verb, pattern, name in _WRITES:
-        if verb == method and pattern.fullmatch(path):
-            operation = name
-            break
-    if operation == "memories.forget_matching" and _body(kwargs).get("dryRun") is True:
-        return None  # a preview: it reads, and must neither be cached nor invalidate
-    tags: list[str] = []
-    matched = _ANY_NS.fullmatch(path)
-    if matched is not None and operation != "write":
-        tags.append(matched["ns"])
-        if operation == "namespaces.delete":
-            target = _query(kwargs).get("moveTo")
-            if target is not None:
-                tags.append(_segment(target))
-    # No namespace named (organization-wide, or a path we do not know): the whole tenant.
-    return Write(
-        operation=operation,
-        scopes=write_scopes(tenant, tags),
-        server=server_of(base_url),
-        deletes=method == "DELETE",
-    )
+    scopes = written(found, tenant, _body(kwargs), _query(kwargs))
+    if scopes is None:
+        return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
+    return Write(route.operation, scopes, server_of(base_url), deletes=method == "DELETE")
 
 
-def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:
+def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:
+    """The wrapper of ``(Async)HttpClient.request``; async: it returns the awaitable."""
+
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         if kwargs.get("retries"):
             return wrapped(*args, **kwargs)  # a retry of a call handled further out
@@ -374,32 +312,7 @@ def _transport_wrapper(runtime: Runtime) -> Callable[..., Any]:
             action = None
         if action is None:
             return wrapped(*args, **kwargs)
-        if isinstance(action, _Raw):
-            return runtime.bypass(
-                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
-            )
-        return runtime.write(action, lambda: wrapped(*args, **kwargs))
-
-    return wrapper
-
-
-def _atransport_wrapper(runtime: Runtime) -> Callable[..., Any]:
-    async def wrapper(
-        wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
-    ) -> Any:
-        if kwargs.get("retries"):
-            return await wrapped(*args, **kwargs)
-        try:
-            action = _classify(instance, args, kwargs)
-        except Exception:
-            action = None
-        if action is None:
-            return await wrapped(*args, **kwargs)
-        if isinstance(action, _Raw):
-            return await runtime.abypass(
-                action.operation, action.server, lambda: wrapped(*args, **kwargs), action.query
-            )
-        return await runtime.awrite(action, lambda: wrapped(*args, **kwargs))
+        return run(runtime, action, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
@@ -422,11 +335,15 @@ def patches(runtime: Runtime) -> list[Patch]:
                 Patch("supermemory.client", f"{cls}.{operation}", make(runtime, operation))
             )
     found.append(
-        Patch("supermemory.core.http_client", "HttpClient.request", _transport_wrapper(runtime))
+        Patch(
+            "supermemory.core.http_client", "HttpClient.request", _transport_wrapper(runtime, False)
+        )
     )
     found.append(
         Patch(
-            "supermemory.core.http_client", "AsyncHttpClient.request", _atransport_wrapper(runtime)
+            "supermemory.core.http_client",
+            "AsyncHttpClient.request",
+            _transport_wrapper(runtime, True),
         )
     )
     return found
@@ -449,10 +366,10 @@ def wrap(client: Any, runtime: Runtime) -> Any:
         return None
     if isinstance(client, AsyncSupermemory):
         generated: type[Any] = AsyncSupermemory
-        read_wrapper, transport_wrapper = _aread_wrapper, _atransport_wrapper
+        read_wrapper, is_async = _aread_wrapper, True
     elif isinstance(client, Supermemory):
         generated = Supermemory
-        read_wrapper, transport_wrapper = _read_wrapper, _transport_wrapper
+        read_wrapper, is_async = _read_wrapper, False
     else:
         return None
     make_copy = getattr(client, "copy", None)
@@ -468,7 +385,7 @@ def wrap(client: Any, runtime: Runtime) -> Any:
         # ``request_options`` parameter and wraps it like the original (options, error mapping).
         attributes[operation] = function.__get__(cached, type(cached))
     http = cached._client_wrapper.httpx_client
-    request = wrapt.FunctionWrapper(type(http).request, transport_wrapper(runtime))
+    request = wrapt.FunctionWrapper(type(http).request, _transport_wrapper(runtime, is_async))
     vars(http)["request"] = request.__get__(http, type(http))
     attributes["working_memory"] = runtime.memory
     return cached

@@ -21,6 +21,7 @@ from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
+from .._telemetry import OPERATION_NAME, capture_content_enabled
 from .script import Turn
 
 __all__ = [
@@ -44,6 +45,8 @@ TOOL_CALL_ID = "gen_ai.tool.call.id"
 AGENT_NAME = "gen_ai.agent.name"
 TURN_INDEX = "demo.turn.index"
 TURN_TITLE = "demo.turn.title"
+# The search text of a call: exported only with content capture on, like the library's own
+# gen_ai.memory.query.text (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true).
 QUERY = "demo.query"
 
 
@@ -59,6 +62,7 @@ class CallRecord:
     seconds: float
     ok: bool
     error: str | None = None
+    call_id: str = ""  # the tool call's id, also on its execute_tool span (gen_ai.tool.call.id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,6 +154,7 @@ async def run_agent(
     run = AgentRun()
     origin = time.perf_counter()
     call_number = 0
+    capture = capture_content_enabled()
 
     def span(name: str, attributes: dict[str, Any], kind: SpanKind) -> AbstractContextManager[Any]:
         if tracer is None:
@@ -160,8 +165,12 @@ async def run_agent(
         function = tool_call["function"]
         arguments = json.loads(function["arguments"])
         query = arguments.get("information_to_get")
-        attributes = {TOOL_NAME: function["name"], TOOL_CALL_ID: tool_call["id"]}
-        if isinstance(query, str):
+        attributes = {
+            OPERATION_NAME: TOOL_SPAN,
+            TOOL_NAME: function["name"],
+            TOOL_CALL_ID: tool_call["id"],
+        }
+        if capture and isinstance(query, str):
             attributes[QUERY] = query
         with span(f"{TOOL_SPAN} {function['name']}", attributes, SpanKind.INTERNAL):
             start = time.perf_counter()
@@ -179,6 +188,7 @@ async def run_agent(
             seconds=end - start,
             ok=ok,
             error=error,
+            call_id=tool_call["id"],
         )
         run.calls.append(record)
         if on_call is not None:
@@ -186,7 +196,12 @@ async def run_agent(
 
     for index, turn in enumerate(script, start=1):
         before = upstream() if upstream is not None else None
-        attributes = {AGENT_NAME: agent_name, TURN_INDEX: index, TURN_TITLE: turn.title}
+        attributes = {
+            OPERATION_NAME: TURN_SPAN,
+            AGENT_NAME: agent_name,
+            TURN_INDEX: index,
+            TURN_TITLE: turn.title,
+        }
         with span(f"{TURN_SPAN} {agent_name}", attributes, SpanKind.INTERNAL) as turn_span:
             start = time.perf_counter()
             for step_number, step in enumerate(turn.steps, start=1):

@@ -8,6 +8,7 @@ same trace Jaeger shows, readable in a terminal or a CI log.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
@@ -15,11 +16,23 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .agent import QUERY, TOOL_NAME, TURN_INDEX, TURN_SPAN
+from .._telemetry import SEARCH_MEMORY, WRITE_SPANS
+from .agent import TOOL_CALL_ID, TOOL_NAME, TURN_INDEX, TURN_SPAN
 from .runner import DemoResult, RunResult
 from .script import turns
 
-__all__ = ["comparison_table", "summary", "waterfall", "waterfall_turn"]
+__all__ = [
+    "LATENCY_NOTE",
+    "Waterfall",
+    "WaterfallRow",
+    "comparison_table",
+    "export_report",
+    "saved_line",
+    "summary",
+    "waterfall",
+    "waterfall_data",
+    "waterfall_turn",
+]
 
 RESULT_STYLES = {
     "hit": "green",
@@ -69,6 +82,16 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
     }
 
 
+def _otlp_spans(result: DemoResult) -> dict[str, int] | None:
+    counts = [r.otlp for r in (result.uncached, result.cached) if r.otlp is not None]
+    if not counts:
+        return None
+    return {
+        "delivered": sum(c.delivered for c in counts),
+        "dropped": sum(c.dropped for c in counts),
+    }
+
+
 def summary(result: DemoResult) -> dict[str, Any]:
     """The machine-readable summary printed by ``wm-middleware demo --json``."""
     uncached, cached = _run_summary(result.uncached), _run_summary(result.cached)
@@ -78,6 +101,9 @@ def summary(result: DemoResult) -> dict[str, Any]:
         "turns": result.options.turns,
         "latency_ms": result.options.latency_ms if result.target == "emulator" else None,
         "otlp_endpoint": result.options.otlp_endpoint,
+        "otlp_spans": _otlp_spans(result),
+        "duration_s": result.options.duration,
+        "rounds": {"uncached": result.uncached.rounds, "cached": result.cached.rounds},
         "runs": {"uncached": uncached, "cached": cached},
         "requests_saved": saved,
         "requests_saved_ratio": round(saved / result.uncached.upstream, 4)
@@ -87,24 +113,52 @@ def summary(result: DemoResult) -> dict[str, Any]:
     }
 
 
+def export_report(result: DemoResult, requested: str | None) -> str | None:
+    """After a run with an OTLP endpoint: what reached the collector, when not all of it did.
+
+    ``requested`` is the endpoint asked for (``--otlp-endpoint`` or the environment), also when
+    the test export failed and nothing was exported.
+    """
+    if requested is None:
+        return None
+    runs = (result.uncached, result.cached)
+    recorded = sum(r.spans_recorded for r in runs)
+    counts = [r.otlp for r in runs if r.otlp is not None]
+    if not counts:
+        return f"nothing was received at {requested}: {recorded} spans dropped (not exported)"
+    delivered = sum(c.delivered for c in counts)
+    dropped = sum(c.dropped for c in counts)
+    if delivered == 0:
+        return f"nothing was received at {requested}: {dropped} spans dropped"
+    if dropped:
+        return f"{delivered} spans delivered to {requested}, {dropped} dropped"
+    return None
+
+
 def _duration(milliseconds: float) -> str:
     return f"{milliseconds:7.2f}" if milliseconds < 10 else f"{milliseconds:7.1f}"
 
 
 def _ratio(before: float, after: float) -> str:
+    """``after`` as a multiple of ``before``; below 0.01x it says so rather than "0.00x"."""
     if before <= 0:
         return ""
-    return f"{after / before:.2f}x"
+    ratio = after / before
+    return "<0.01x" if ratio < 0.01 else f"{ratio:.2f}x"
 
 
 def comparison_table(result: DemoResult) -> Table:
-    """Uncached vs cached, one metric per row."""
+    """Uncached vs cached, one metric per row, with their ratio (lower is better)."""
     u, c = result.uncached, result.cached
-    table = Table(title="Uncached vs instrument()", title_justify="left", show_edge=False)
+    table = Table(
+        title="Uncached vs instrument(); ratio = cached / uncached, lower is better",
+        title_justify="left",
+        show_edge=False,
+    )
     table.add_column("metric")
     table.add_column("uncached", justify="right")
     table.add_column("cached", justify="right")
-    table.add_column("cached / uncached", justify="right")
+    table.add_column("ratio", justify="right")
 
     def row(label: str, before: float, after: float, unit: str = "", digits: int = 0) -> None:
         table.add_row(
@@ -138,6 +192,13 @@ def comparison_table(result: DemoResult) -> Table:
             "",
         )
     return table
+
+
+LATENCY_NOTE = (
+    "Per-search latency counts every call of the cached run: hits answer in microseconds, but "
+    "misses and coalesced calls still wait on upstream, so its p50 depends on the share of hits "
+    "and its p95/p99 stay near the upstream latency."
+)
 
 
 def saved_line(result: DemoResult) -> Text:
@@ -179,13 +240,32 @@ def _descendants(spans: Sequence[ReadableSpan], root: ReadableSpan) -> list[Read
     return found
 
 
-def _glyphs(console: Console) -> tuple[str, str]:
-    encoding = (console.encoding or "").lower()
-    return ("█", "▏") if "utf" in encoding else ("#", "|")
+@dataclass(frozen=True, slots=True)
+class WaterfallRow:
+    """One working-memory span of the waterfall turn, on the turn's time axis."""
+
+    name: str  # the tool call that caused it, with its query
+    label: str  # hit, miss, coalesced, write
+    start_ms: float  # from the turn's start
+    duration_ms: float
 
 
-def waterfall(result: DemoResult, console: Console) -> Group | Text:
-    """The cached run's trace of :func:`waterfall_turn` as bars on a time axis."""
+@dataclass(frozen=True, slots=True)
+class Waterfall:
+    """The cached run's trace of :func:`waterfall_turn`, as rows on a shared time axis."""
+
+    turn: int
+    title: str
+    total_ms: float
+    rows: tuple[WaterfallRow, ...]
+
+
+def waterfall_data(result: DemoResult) -> Waterfall | None:
+    """The rows of the waterfall (``None`` when no trace was recorded).
+
+    Rows are labelled from the agent's own call records (matched by tool call id), so the
+    query shows here without being exported on any span.
+    """
     index = waterfall_turn(result)
     spans = result.cached.spans
     root = next(
@@ -197,46 +277,67 @@ def waterfall(result: DemoResult, console: Console) -> Group | Text:
         None,
     )
     if root is None or root.start_time is None or root.end_time is None:
-        return Text("(no trace recorded for the waterfall)")
+        return None
+    queries = {c.call_id: c.query for c in result.cached.agent.calls}
     by_id = {_span_id(s): s for s in spans}
-    rows: list[tuple[str, str, ReadableSpan]] = []
+    origin = root.start_time
+    rows: list[WaterfallRow] = []
     for span in sorted(_descendants(spans, root), key=lambda s: s.start_time or 0):
         attributes = span.attributes or {}
-        if span.name == "search_memory":
+        if span.name == SEARCH_MEMORY:
             label = str(attributes.get("wm.cache.result", "?"))
-        elif span.name in ("update_memory", "delete_memory"):
+        elif span.name in WRITE_SPANS:
             label = "write"
         else:
             continue
         parent = by_id.get(span.parent.span_id) if span.parent is not None else None
         parent_attributes = (parent.attributes or {}) if parent is not None else {}
-        query = parent_attributes.get(QUERY)
+        query = queries.get(str(parent_attributes.get(TOOL_CALL_ID, "")))
         tool = parent_attributes.get(TOOL_NAME, span.name)
-        name = f'{tool} "{query}"' if query else str(tool)
-        rows.append((name, label, span))
-
-    origin, total = root.start_time, root.end_time - root.start_time
-    full, thin = _glyphs(console)
-    name_width = min(max((len(r[0]) for r in rows), default=10), 36)
-    suffix_width = 23  # " coalesced  1234.56 ms"
-    bar_width = max(16, min(console.width, 120) - name_width - suffix_width - 3)
-    title = turns(result.options.turns)[index - 1].title
-    lines: list[Text] = [
-        Text.assemble(
-            (f"Trace of cached turn {index} ({title})", "bold"),
-            f", {len(rows)} memory calls, {total / 1e6:.1f} ms;"
-            " one row per working-memory span (Jaeger shows the same trace)",
-        ),
-        Text(f"{'':{name_width}}  0 ms{'':{max(0, bar_width - 12)}}{total / 1e6:>8.1f} ms"),
-    ]
-    for name, label, span in rows:
         start = (span.start_time or origin) - origin
         length = (span.end_time or origin) - (span.start_time or origin)
-        begin = min(bar_width - 1, int(start / total * bar_width))
-        cells = round(length / total * bar_width)
+        rows.append(
+            WaterfallRow(
+                name=f'{tool} "{query}"' if query else str(tool),
+                label=label,
+                start_ms=start / 1e6,
+                duration_ms=length / 1e6,
+            )
+        )
+    title = turns(result.options.turns)[index - 1].title
+    return Waterfall(index, title, (root.end_time - root.start_time) / 1e6, tuple(rows))
+
+
+def _glyphs(console: Console) -> tuple[str, str]:
+    encoding = (console.encoding or "").lower()
+    return ("█", "▏") if "utf" in encoding else ("#", "|")
+
+
+def waterfall(result: DemoResult, console: Console) -> Group | Text:
+    """The cached run's trace of :func:`waterfall_turn` as bars on a time axis."""
+    data = waterfall_data(result)
+    if data is None or data.total_ms <= 0:
+        return Text("(no trace recorded for the waterfall)")
+    rows, total = data.rows, data.total_ms
+    full, thin = _glyphs(console)
+    name_width = min(max((len(r.name) for r in rows), default=10), 36)
+    suffix_width = 23  # " coalesced  1234.56 ms"
+    bar_width = max(16, min(console.width, 120) - name_width - suffix_width - 3)
+    lines: list[Text] = [
+        Text.assemble(
+            (f"Trace of cached turn {data.turn} ({data.title})", "bold"),
+            f", {len(rows)} memory calls, {total:.1f} ms;"
+            " one row per working-memory span (Jaeger shows the same trace)",
+        ),
+        Text(f"{'':{name_width}}  0 ms{'':{max(0, bar_width - 12)}}{total:>8.1f} ms"),
+    ]
+    for row in rows:
+        begin = min(bar_width - 1, int(row.start_ms / total * bar_width))
+        cells = round(row.duration_ms / total * bar_width)
         bar = full * cells if cells else thin
         bar = bar[: bar_width - begin]
-        style = RESULT_STYLES.get(label, "")
+        style = RESULT_STYLES.get(row.label, "")
+        name = row.name
         short = name if len(name) <= name_width else name[: name_width - 1] + "…"
         lines.append(
             Text.assemble(
@@ -244,8 +345,8 @@ def waterfall(result: DemoResult, console: Console) -> Group | Text:
                 " " * begin,
                 (bar, style),
                 " " * (bar_width - begin - len(bar)),
-                (f" {label:<9}", style),
-                f" {_duration(length / 1e6)} ms",
+                (f" {row.label:<9}", style),
+                f" {_duration(row.duration_ms)} ms",
             )
         )
     return Group(*lines)

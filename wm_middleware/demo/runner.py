@@ -9,30 +9,36 @@ are recorded as ``bypass``.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 import os
-import socket
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit
 
 from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .._cache import CacheStats
+from .._cache import CacheStats, WorkingMemory
 from .._instrumentor import instrument, uninstrument
+from .._otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
+from .._runtime import Runtime
+from .._telemetry import SEARCH_MEMORY, WRITE_SPANS, Telemetry
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
 __all__ = [
     "DEMO_API_KEY",
+    "DemoError",
     "DemoOptions",
     "DemoResult",
     "Progress",
     "RunResult",
-    "collector_reachable",
+    "check_collector",
     "otlp_target",
     "run_demo",
     "seed_emulator",
@@ -41,6 +47,10 @@ __all__ = [
 DEMO_API_KEY = "sk-wm-demo"
 SERVICE_NAMES = {"uncached": "agent-uncached", "cached": "agent-cached"}
 METRIC_EXPORT_MILLIS = 1000
+
+
+class DemoError(Exception):
+    """The demo cannot run against its target (unreachable, or refusing the key): one sentence."""
 
 
 class Progress:
@@ -73,6 +83,8 @@ class DemoOptions:
     base_url: str | None = None
     otlp_endpoint: str | None = None
     otlp_from_env: bool = False
+    otlp_protocol: str | None = None  # grpc | http/protobuf; None: OTEL_EXPORTER_OTLP_PROTOCOL
+    duration: float | None = None  # seconds: keep both deployments running, side by side
 
     @property
     def uses_emulator(self) -> bool:
@@ -91,6 +103,12 @@ class RunResult:
     upstream: int
     upstream_source: str  # "emulator" (requests the server saw) or "spans" (misses + bypasses)
     results: dict[str, int] = field(default_factory=dict)  # cache result -> read spans
+    # With a duration: rounds of the script played, and upstream requests over all of them
+    # (``agent``, ``upstream`` and ``results`` describe the first round).
+    rounds: int = 1
+    upstream_total: int = 0
+    spans_recorded: int = 0  # every span of every round (the OTLP exporter saw these)
+    otlp: DeliveryCount | None = None  # spans delivered to / dropped by the OTLP collector
 
 
 @dataclass(slots=True)
@@ -114,15 +132,19 @@ def otlp_target(endpoint: str | None) -> tuple[str | None, bool]:
     return None, False
 
 
-def collector_reachable(endpoint: str, timeout: float = 0.5) -> bool:
-    """Whether something accepts TCP connections at ``endpoint``'s host and port."""
-    parts = urlsplit(endpoint)
-    port = parts.port or (443 if parts.scheme == "https" else 4318)
-    try:
-        with socket.create_connection((parts.hostname or "localhost", port), timeout=timeout):
-            return True
-    except OSError:
-        return False
+def check_collector(
+    endpoint: str | None, from_env: bool, protocol: str | None
+) -> tuple[str, str | None]:
+    """The OTLP protocol in force, and why no collector accepted a test export (``None``: it
+    did, or there is no endpoint). Judged by a real export, not a TCP connect.
+
+    Raises:
+        ValueError: an unsupported protocol (argument or OTEL_EXPORTER_OTLP_PROTOCOL).
+    """
+    if endpoint is None:  # not exporting: the protocol variable is not this run's business
+        return protocol or "http/protobuf", None
+    protocol = otlp_protocol("traces", protocol)
+    return protocol, probe(None if from_env else endpoint, protocol)
 
 
 def seed_emulator(server: Any, api_key: str = DEMO_API_KEY) -> None:
@@ -134,7 +156,8 @@ async def _seed_api(api_key: str, base_url: str | None) -> None:
     """Upsert the demo's memories into the real API (custom ids make re-runs idempotent)."""
     import supermemory
 
-    client = supermemory.AsyncSupermemory(api_key=api_key, base_url=base_url)
+    # The first request tells whether the target is usable at all: fail fast, in one sentence.
+    client = supermemory.AsyncSupermemory(api_key=api_key, base_url=base_url, max_retries=0)
     try:
         for number, memory in enumerate(SEED_MEMORIES, start=1):
             await client.add(
@@ -142,44 +165,150 @@ async def _seed_api(api_key: str, base_url: str | None) -> None:
                 container_tag=CONTAINER_TAG,
                 custom_id=f"wm-middleware-demo-{number}",
             )
+    except supermemory.APIConnectionError as error:
+        raise DemoError(
+            f"cannot reach {base_url} ({error.__cause__ or error}); check --base-url"
+        ) from error
+    except supermemory.APIStatusError as error:
+        hint = "check --api-key" if error.status_code in (401, 403) else "try again later"
+        raise DemoError(
+            f"{base_url} refused the demo's first request with HTTP {error.status_code}; {hint}"
+        ) from error
     finally:
         await client.close()
 
 
-def _providers(service_name: str, options: DemoOptions) -> tuple[TracerProvider, Any, Any]:
-    """Tracer provider (in-memory exporter, plus OTLP when asked) and meter provider."""
+def _providers(
+    service_name: str, options: DemoOptions, meter_provider: Any = None
+) -> tuple[TracerProvider, Any, InMemorySpanExporter, DeliveryCount | None]:
+    """Tracer provider (in-memory exporter, plus OTLP when asked), meter provider, and the
+    OTLP delivery count. A given ``meter_provider`` is used as it is."""
     resource = Resource.create({"service.name": service_name})
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
-    meter_provider: Any = None
+    delivery: DeliveryCount | None = None
     if options.otlp_endpoint is not None:
-        from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
         from opentelemetry.sdk.metrics import MeterProvider
         from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
 
         # From the environment, the exporters read the OTEL_EXPORTER_OTLP_* variables themselves.
         base = None if options.otlp_from_env else options.otlp_endpoint
-        tracer_provider.add_span_processor(
-            BatchSpanProcessor(OTLPSpanExporter(endpoint=base and f"{base}/v1/traces"))
-        )
-        reader = PeriodicExportingMetricReader(
-            OTLPMetricExporter(endpoint=base and f"{base}/v1/metrics"),
-            export_interval_millis=METRIC_EXPORT_MILLIS,
-        )
-        meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
-    return tracer_provider, meter_provider, exporter
+        delivery = DeliveryCount(span_exporter(base, options.otlp_protocol))
+        tracer_provider.add_span_processor(BatchSpanProcessor(delivery))  # type: ignore[arg-type]
+        if meter_provider is None:
+            reader = PeriodicExportingMetricReader(
+                metric_exporter(base, options.otlp_protocol),
+                export_interval_millis=METRIC_EXPORT_MILLIS,
+            )
+            meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+    return tracer_provider, meter_provider, exporter, delivery
+
+
+# The tracer provider of the run in the current context: httpx is instrumented once per process
+# (a BaseInstrumentor is a singleton), and its spans must go to the run that made the request.
+_RUN_TRACER: contextvars.ContextVar[TracerProvider | None] = contextvars.ContextVar(
+    "wm_demo_run_tracer", default=None
+)
+
+
+class _RunTracerProvider:
+    """A tracer provider whose tracers start spans on the current run's provider."""
+
+    def get_tracer(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        return _RunTracer(name, args, kwargs)
+
+
+class _RunTracer:
+    def __init__(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._name, self._args, self._kwargs = name, args, kwargs
+
+    def _tracer(self) -> Any:
+        from opentelemetry.trace import NoOpTracer
+
+        provider = _RUN_TRACER.get()
+        if provider is None:
+            return NoOpTracer()
+        return provider.get_tracer(self._name, *self._args, **self._kwargs)
+
+    def start_span(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer().start_span(*args, **kwargs)
+
+    def start_as_current_span(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer().start_as_current_span(*args, **kwargs)
+
+
+@contextmanager
+def _traced_http(tracer_provider: TracerProvider) -> Iterator[None]:
+    """HTTP spans made in this context go to ``tracer_provider``."""
+    token = _RUN_TRACER.set(tracer_provider)
+    try:
+        yield
+    finally:
+        _RUN_TRACER.reset(token)
+
+
+@contextmanager
+def _httpx_traced() -> Iterator[bool]:
+    """Trace the SDK's HTTP calls while the demo runs (opentelemetry-instrumentation-httpx, in
+    the demo extra), so that a miss's request is a child of its ``search_memory`` span.
+    Yields False where the instrumentation is missing or someone else already applied it."""
+    try:
+        from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    except ImportError:
+        yield False
+        return
+    instrumentor = HTTPXClientInstrumentor()
+    if instrumentor.is_instrumented_by_opentelemetry:
+        yield False
+        return
+    instrumentor.instrument(tracer_provider=_RunTracerProvider())
+    try:
+        yield True
+    finally:
+        instrumentor.uninstrument()
 
 
 def _result_counts(spans: Sequence[ReadableSpan]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for span in spans:
         result = (span.attributes or {}).get("wm.cache.result")
-        if span.name == "search_memory" and isinstance(result, str):
+        if span.name == SEARCH_MEMORY and isinstance(result, str):
             counts[result] = counts.get(result, 0) + 1
     return counts
+
+
+@contextmanager
+def _caching(
+    name: str, tools: Any, tracer_provider: TracerProvider, meter_provider: Any, *, alone: bool
+) -> Iterator[WorkingMemory[Any]]:
+    """The run's cache layer: ``instrument()`` when the run is alone in the process; with the
+    other run alongside (``duration``), a wrapped copy of the tools' own client instead, since
+    ``instrument()`` patches the SDK once per process. The uncached run reads with
+    ``cache=False`` (recorded as ``bypass``) either way."""
+    cached = name == "cached"
+    if alone:
+        memory = instrument(
+            tracer_provider=tracer_provider, meter_provider=meter_provider, cache=cached
+        )
+        try:
+            yield memory
+        finally:
+            uninstrument()
+        return
+    from .._adapters import sdk3  # supermemory-openai-sdk drives the 3.x SDK
+
+    memory = WorkingMemory(max_entries=100, ttl=60.0)
+    runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider), cache=cached)
+    wrapped = sdk3.wrap(tools.client, runtime)
+    if wrapped is None:
+        raise ValueError("--duration runs the demo on supermemory 3.x clients only")
+    original, tools.client = tools.client, wrapped
+    try:
+        yield memory
+    finally:
+        tools.client = original
 
 
 async def _run(
@@ -190,88 +319,166 @@ async def _run(
     base_url: str | None,
     upstream: Callable[[], int] | None,
     progress: Progress,
+    meter_provider: Any = None,
+    alone: bool = True,
 ) -> RunResult:
+    """One deployment: the script once, or (with ``options.duration``) again and again until
+    the duration is up; the first round is the one measured in detail."""
     from supermemory_openai import SupermemoryTools
 
     service_name = SERVICE_NAMES[name]
-    tracer_provider, meter_provider, exporter = _providers(service_name, options)
+    tracer_provider, meter_provider, exporter, delivery = _providers(
+        service_name, options, meter_provider
+    )
     script = turns(options.turns)
     progress.start(name, sum(len(turn.calls) for turn in script))
-    memory = instrument(
-        tracer_provider=tracer_provider, meter_provider=meter_provider, cache=name == "cached"
-    )
     config: dict[str, Any] = {"container_tags": [CONTAINER_TAG]}
     if base_url is not None:
         config["base_url"] = base_url
     tools = SupermemoryTools(api_key, config)
+    tracer = tracer_provider.get_tracer("wm_middleware.demo")
+    execute = supermemory_tools_executor(tools)
     start = upstream() if upstream is not None else 0
+    rounds, first_upstream, recorded = 1, 0, 0
     try:
-        agent = await run_agent(
-            script,
-            supermemory_tools_executor(tools),
-            tracer=tracer_provider.get_tracer("wm_middleware.demo"),
-            upstream=upstream,
-            on_call=progress.call,
-            on_turn=progress.turn,
-        )
-        stats = memory.stats()
+        with (
+            _caching(name, tools, tracer_provider, meter_provider, alone=alone) as memory,
+            _traced_http(tracer_provider),
+        ):
+            began = time.monotonic()
+            agent = await run_agent(
+                script,
+                execute,
+                tracer=tracer,
+                upstream=upstream,
+                on_call=progress.call,
+                on_turn=progress.turn,
+            )
+            first_upstream = upstream() - start if upstream is not None else 0
+            stats = memory.stats()
+            # The first round's spans (all ended: the loop awaited every call) are the ones
+            # reported; later rounds only feed the exporters and the dashboards.
+            spans = tuple(exporter.get_finished_spans())
+            while options.duration is not None and time.monotonic() - began < options.duration:
+                recorded += len(exporter.get_finished_spans())
+                exporter.clear()
+                await run_agent(script, execute, tracer=tracer)
+                rounds += 1
     finally:
-        uninstrument()
         await tools.client.close()
         tracer_provider.force_flush()
         if meter_provider is not None:
             meter_provider.force_flush()
-    spans = tuple(exporter.get_finished_spans())
+    recorded += len(exporter.get_finished_spans())
     tracer_provider.shutdown()
     if meter_provider is not None:
         meter_provider.shutdown()
     results = _result_counts(spans)
     if upstream is not None:
-        count, source = upstream() - start, "emulator"
+        count, total, source = first_upstream, upstream() - start, "emulator"
     else:
-        writes = sum(1 for s in spans if s.name in ("update_memory", "delete_memory"))
+        writes = sum(1 for s in spans if s.name in WRITE_SPANS)
         count = results.get("miss", 0) + results.get("bypass", 0) + writes
-        source = "spans"
+        total, source = count * rounds, "spans"
     progress.finish(name, agent)
-    return RunResult(name, service_name, agent, spans, stats, count, source, results)
+    return RunResult(
+        name,
+        service_name,
+        agent,
+        spans,
+        stats,
+        count,
+        source,
+        results,
+        rounds=rounds,
+        upstream_total=total,
+        spans_recorded=recorded,
+        otlp=delivery,
+    )
 
 
-async def run_demo(options: DemoOptions, progress: Progress | None = None) -> DemoResult:
-    """Both runs against the emulator (started here) or the real API."""
+async def run_demo(
+    options: DemoOptions,
+    progress: Progress | None = None,
+    *,
+    meter_providers: Mapping[str, Any] | None = None,
+) -> DemoResult:
+    """Both runs against the emulator (started here) or the real API.
+
+    Without a duration the runs go one after the other, each alone, for clean timings. With
+    ``options.duration`` both deployments run side by side for that long (an emulator each),
+    so that rate() and increase() on a dashboard compare them over the same minutes.
+
+    Args:
+        meter_providers: a meter provider per run name (``"uncached"``, ``"cached"``) to record
+            the library's metrics on, instead of the OTLP one (tests scrape them).
+    """
     progress = progress or Progress()
-    if not options.uses_emulator:
-        api_key = options.api_key or os.environ.get("SUPERMEMORY_API_KEY", "")
-        if not api_key:
-            raise ValueError("--base-url needs --api-key or SUPERMEMORY_API_KEY")
-        target = options.base_url or os.environ.get(
-            "SUPERMEMORY_BASE_URL", "https://api.supermemory.ai"
-        )
-        await _seed_api(api_key, target)
-        runs = [
-            await _run(
-                n, options, api_key=api_key, base_url=target, upstream=None, progress=progress
+    meters = dict(meter_providers or {})
+    with _httpx_traced():
+        if not options.uses_emulator:
+            api_key = options.api_key or os.environ.get("SUPERMEMORY_API_KEY", "")
+            if not api_key:
+                raise ValueError("--base-url needs --api-key or SUPERMEMORY_API_KEY")
+            target = options.base_url or os.environ.get(
+                "SUPERMEMORY_BASE_URL", "https://api.supermemory.ai"
             )
-            for n in ("uncached", "cached")
-        ]
-        return DemoResult(options, target, *runs)
+            await _seed_api(api_key, target)
 
+            def real(name: str, alone: bool) -> Any:
+                return _run(
+                    name,
+                    options,
+                    api_key=api_key,
+                    base_url=target,
+                    upstream=None,
+                    progress=progress if alone else Progress(),
+                    meter_provider=meters.get(name),
+                    alone=alone,
+                )
+
+            if options.duration is not None:
+                uncached, cached = await asyncio.gather(
+                    real("uncached", False), real("cached", False)
+                )
+            else:
+                uncached = await real("uncached", True)
+                cached = await real("cached", True)
+            return DemoResult(options, target, uncached, cached)
+        return await _emulated(options, progress, meters)
+
+
+async def _emulated(options: DemoOptions, progress: Progress, meters: dict[str, Any]) -> DemoResult:
     from ..emulator import EmulatorServer
 
     latency = options.latency_ms / 1000.0
     # +-20 % seeded jitter, so that the quantiles of the uncached run mean something.
-    async with EmulatorServer(seed=7, latency=(latency * 0.8, latency * 1.2)) as server:
-        runs = []
-        for name in ("uncached", "cached"):
-            server.reset()  # same data and zero counters for both runs
-            seed_emulator(server)
-            runs.append(
-                await _run(
-                    name,
-                    options,
-                    api_key=DEMO_API_KEY,
-                    base_url=server.base_url,
-                    upstream=server.count,
-                    progress=progress,
-                )
+    jitter = (latency * 0.8, latency * 1.2)
+
+    def run(name: str, server: Any, alone: bool) -> Any:
+        server.reset()  # same data and zero counters for both runs
+        seed_emulator(server)
+        return _run(
+            name,
+            options,
+            api_key=DEMO_API_KEY,
+            base_url=server.base_url,
+            upstream=server.count,
+            progress=progress if alone else Progress(),
+            meter_provider=meters.get(name),
+            alone=alone,
+        )
+
+    if options.duration is not None:
+        async with (
+            EmulatorServer(seed=7, latency=jitter) as first,
+            EmulatorServer(seed=7, latency=jitter) as second,
+        ):
+            uncached, cached = await asyncio.gather(
+                run("uncached", first, False), run("cached", second, False)
             )
-        return DemoResult(options, "emulator", *runs)
+            return DemoResult(options, "emulator", uncached, cached)
+    async with EmulatorServer(seed=7, latency=jitter) as server:
+        uncached = await run("uncached", server, True)
+        cached = await run("cached", server, True)
+        return DemoResult(options, "emulator", uncached, cached)

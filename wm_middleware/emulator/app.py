@@ -12,7 +12,8 @@ Contract:
   header is checked (``401`` when missing, or not in ``api_keys`` when that is set),
   then the endpoint runs against the tenant named by the key. Every error answer is
   a JSON body ``{"error": ..., "details": ...}``.
-* ``/_emulator/*`` control requests are neither counted, delayed nor faulted.
+* ``/_emulator/*`` control requests are neither counted, delayed nor faulted; neither is
+  ``GET /``, a plain-text page describing the emulator, its controls and the keys with data.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import mimetypes
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from email import policy
 from email.parser import BytesParser
@@ -32,7 +33,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from .faults import (
@@ -84,6 +85,29 @@ def _error(
 
 
 # ----------------------------------------------------------------- helpers
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is out of range")
+    return value
+
+
+def _loads(data: str | bytes) -> Any:
+    """``json.loads`` that refuses ``NaN``, ``Infinity`` and numbers that overflow to them.
+
+    Python's parser accepts those by default, and Starlette's ``JSONResponse`` refuses to write
+    them: a stored NaN would turn every later answer that includes it into a 500.
+
+    Raises:
+        ValueError: not valid JSON, or a non-finite number.
+    """
+    return json.loads(data, parse_constant=_reject_constant, parse_float=_finite_float)
 
 
 def _str(value: object) -> str | None:
@@ -143,7 +167,7 @@ def _tags_v3(body: Mapping[str, Any]) -> list[str] | None:
 def _json_or_str_tags(value: object) -> list[str]:
     if isinstance(value, str) and value.strip().startswith("["):
         try:
-            return _str_list(json.loads(value))
+            return _str_list(_loads(value))
         except ValueError:
             return []
     return _str_list(value)
@@ -154,9 +178,9 @@ def _json_obj(value: object) -> dict[str, Any] | None:
         return dict(value)
     if isinstance(value, str) and value.strip():
         try:
-            parsed = json.loads(value)
-        except ValueError:
-            return None
+            parsed = _loads(value)
+        except ValueError as error:
+            raise ApiError(400, "Invalid request", f"metadata is not valid JSON: {error}") from None
         return dict(parsed) if isinstance(parsed, Mapping) else None
     return None
 
@@ -466,10 +490,12 @@ class Emulator:
 class _Router:
     def __init__(self) -> None:
         self.routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        self.templates: list[tuple[str, str]] = []  # (method, path template), as added
 
     def add(self, method: str, template: str, handler: Handler) -> None:
         pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
         self.routes.append((method, re.compile(f"^{pattern}$"), handler))
+        self.templates.append((method, template))
 
     def match(self, method: str, path: str) -> tuple[Handler, dict[str, str]] | bool | None:
         """Return (handler, params); ``True`` when only the method differs; ``None`` if no path."""
@@ -482,6 +508,14 @@ class _Router:
             if m == method:
                 return handler, found.groupdict()
         return True if path_known else None
+
+
+def api_routes() -> list[tuple[str, str]]:
+    """Every Supermemory API route the emulator serves: (method, path template).
+
+    Templates name one path segment ``{name}``; 5.x paths are also served under ``/v5``.
+    """
+    return list(_Api(Emulator()).router.templates)
 
 
 class _Api:
@@ -1613,6 +1647,60 @@ def _fault_response(decision: FaultDecision) -> Response:
     return JSONResponse(body, status_code=status, headers=decision.response_headers())
 
 
+async def _control_body(request: Request) -> dict[str, Any]:
+    """The JSON object a control request sends (``{}`` when empty).
+
+    Raises:
+        ApiError: 400 for invalid JSON, a non-finite number, or anything but an object.
+    """
+    raw = await request.body()
+    try:
+        data = _loads(raw) if raw.strip() else {}
+    except ValueError as error:
+        raise ApiError(400, "Invalid request", f"Body is not valid JSON: {error}") from None
+    if not isinstance(data, Mapping):
+        raise ApiError(400, "Invalid request", "Body must be a JSON object")
+    return dict(data)
+
+
+def describe(emulator: Emulator, base_url: str, controls: Iterable[tuple[str, str, str]]) -> str:
+    """The text ``GET /`` answers: what this server is, how to point a client at it, and its
+    ``controls`` as ``(method, path, what it does)``.
+
+    The demo's data (``wm-middleware serve --demo-data``) is seeded under the API key
+    ``sk-wm-demo``; every key with data is listed, so the page shows whichever key to use.
+    """
+    tenants = emulator.store.tenants()
+    key = tenants[0] if tenants else "sk-wm-demo"
+    lines = [
+        "wm_middleware emulator: a Supermemory-compatible API for tests and demos, data in memory.",
+        "",
+        "Point a client at it:",
+        f'  supermemory 5.x or 3.x: Supermemory(api_key="{key}", base_url="{base_url}")',
+        "  API: supermemory 3.x paths (/v3/..., /v4/...) and 5.x paths (/ns/{namespace}/...).",
+        "",
+    ]
+    if emulator.api_keys is None:
+        lines.append(
+            "API keys: any 'Authorization: Bearer <key>' works; each key is its own tenant."
+        )
+    else:
+        lines.append(f"API keys: only the {len(emulator.api_keys)} configured keys are accepted.")
+    if tenants:
+        lines.append("Keys with data:")
+        for tenant in tenants:
+            tags = ", ".join(emulator.store.namespaces(tenant)) or "(none)"
+            lines.append(f"  {tenant}: container tags {tags}")
+    else:
+        lines.append(
+            "No data yet: 'wm-middleware serve --demo-data' seeds the demo's memories under key "
+            "sk-wm-demo (container tag user-alex), or POST /_emulator/seed."
+        )
+    lines += ["", "Controls (never counted, delayed or faulted):"]
+    lines += [f"  {method:<6} {path:<19} {what}" for method, path, what in controls]
+    return "\n".join(lines) + "\n"
+
+
 def _control_routes(emulator: Emulator) -> list[Route]:
     async def stats(request: Request) -> Response:
         return JSONResponse(emulator.stats())
@@ -1621,7 +1709,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True})
 
     async def reset(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         emulator.reset(
             data=data.get("data", True) is not False,
             counts=data.get("counts", True) is not False,
@@ -1630,7 +1718,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True})
 
     async def seed(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         key = _str(data.get("apiKey"))
         if key is None:
             return _error(400, "Invalid request", "apiKey is required")
@@ -1646,7 +1734,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         if request.method == "DELETE":
             emulator.clear_faults()
             return JSONResponse({"ok": True})
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         if "errorRate" in data:
             emulator.set_error_rate(
                 _float(data.get("errorRate"), 0.0),
@@ -1674,7 +1762,7 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         return JSONResponse({"ok": True, "pending": len(emulator.faults.pending)})
 
     async def latency(request: Request) -> Response:
-        data = _dict(json.loads(await request.body() or b"{}"))
+        data = await _control_body(request)
         raw = data.get("latency")
         spec: LatencySpec
         if isinstance(raw, list) and len(raw) == 2:
@@ -1688,13 +1776,43 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         )
         return JSONResponse({"ok": True})
 
+    def answering(handler: Callable[[Request], Awaitable[Response]]) -> Any:
+        """``handler`` answering a bad request with a JSON 400, never a plain-text 500."""
+
+        async def endpoint(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except ApiError as exc:
+                return _error(exc.status, exc.error, exc.details)
+            except (ValueError, TypeError) as exc:
+                return _error(400, "Invalid request", str(exc))
+
+        return endpoint
+
+    # One table: the routes and the help page ``GET /`` are both made from it.
+    controls: list[tuple[str, str, Callable[[Request], Awaitable[Response]], str]] = [
+        ("GET", "/_emulator/health", health, "liveness"),
+        ("GET", "/_emulator/stats", stats, "requests by method and path, tenants, latency"),
+        ("POST", "/_emulator/reset", reset, '{"data": true, "counts": true, "faults": true}'),
+        ("POST", "/_emulator/seed", seed, '{"apiKey": "sk-...", "memories": ["..."], '
+         '"containerTag": "..."}'),
+        ("POST", "/_emulator/faults", faults, '{"status": 503, "count": 1, "path": "/v4/search"}'
+         ', {"hang": 30} or {"errorRate": 0.1}'),
+        ("DELETE", "/_emulator/faults", faults, "clear scheduled faults and the error rate"),
+        ("POST", "/_emulator/latency", latency, '{"latency": 0.1} (seconds) or '
+         '{"latency": [0.08, 0.12]}'),
+    ]  # fmt: skip
+    help_rows = [(method, path, what) for method, path, _, what in controls]
+
+    async def index(request: Request) -> Response:
+        return PlainTextResponse(describe(emulator, str(request.base_url).rstrip("/"), help_rows))
+
     return [
-        Route("/_emulator/stats", stats, methods=["GET"]),
-        Route("/_emulator/health", health, methods=["GET"]),
-        Route("/_emulator/reset", reset, methods=["POST"]),
-        Route("/_emulator/seed", seed, methods=["POST"]),
-        Route("/_emulator/faults", faults, methods=["POST", "DELETE"]),
-        Route("/_emulator/latency", latency, methods=["POST"]),
+        Route("/", index, methods=["GET"]),
+        *(
+            Route(path, answering(handler), methods=[method])
+            for method, path, handler, _ in controls
+        ),
     ]
 
 
@@ -1711,11 +1829,12 @@ def create_app(emulator: Emulator | None = None) -> Starlette:
         path = request.url.path
         body = await request.body()
         parsed: Any = None
+        invalid: str | None = None  # why the JSON body was refused, answered after routing
         if body and "json" in request.headers.get("content-type", "json"):
             try:
-                parsed = json.loads(body)
-            except ValueError:
-                parsed = None
+                parsed = _loads(body)
+            except ValueError as error:
+                invalid = str(error)
         token = _bearer(request)
         em.log.record(
             RecordedRequest(
@@ -1748,8 +1867,8 @@ def create_app(emulator: Emulator | None = None) -> Starlette:
             return _error(405, "Method not allowed", f"{method} is not supported on {path}")
         assert isinstance(found, tuple)
         handler, params = found
-        if body and parsed is None and "json" in request.headers.get("content-type", ""):
-            return _error(400, "Invalid request", "Body is not valid JSON")
+        if invalid is not None:
+            return _error(400, "Invalid request", f"Body is not valid JSON: {invalid}")
         try:
             result = handler(
                 _Ctx(request=request, tenant=tenant, params=params, body=body, json=parsed)

@@ -8,7 +8,8 @@ Contract:
   once the server accepts connections; ``stop()`` releases hung requests, shuts
   uvicorn down and joins the thread. It is a (sync and async) context manager and is
   safe to use from async tests because the server never runs on the caller's loop.
-* :func:`serve` runs the emulator in the foreground until interrupted (for the CLI).
+* :func:`serve` binds ``host:port`` (raising :class:`OSError` when it cannot), reports the
+  address it listens on, then runs the emulator in the foreground until interrupted (the CLI).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -28,6 +29,28 @@ from .faults import LatencySpec
 from .store import DEFAULT_CONTAINER_TAG, SeedMemory
 
 __all__ = ["EmulatorServer", "serve"]
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A non-blocking socket listening on ``host:port`` (``0`` picks a free port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        # Accepted connections inherit it: without it, Nagle's algorithm and delayed ACKs add
+        # ~40 ms to every request after the first on a kept-alive connection.
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.bind((host, port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    sock.setblocking(False)
+    return sock
+
+
+def _base_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
 class EmulatorServer(Emulator):
@@ -83,8 +106,7 @@ class EmulatorServer(Emulator):
     @property
     def base_url(self) -> str:
         """``http://host:port`` -- pass as ``base_url`` to either SDK generation."""
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        return _base_url(self.host, self.port)
 
     @property
     def running(self) -> bool:
@@ -104,15 +126,7 @@ class EmulatorServer(Emulator):
         if self._thread is not None:
             return self
         self.stopping.clear()
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        sock = socket.socket(family, socket.SOCK_STREAM)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit it: without it, Nagle's algorithm and delayed ACKs add
-        # ~40 ms to every request after the first on a kept-alive connection.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((self.host, self._requested_port))
-        sock.listen(128)
-        sock.setblocking(False)
+        sock = _listen(self.host, self._requested_port)
         self._socket = sock
         self.port = int(sock.getsockname()[1])
         config = uvicorn.Config(
@@ -190,11 +204,14 @@ def serve(
     seed_data: Mapping[str, Iterable[SeedMemory | str | Mapping[str, Any]]] | None = None,
     container_tag: str = DEFAULT_CONTAINER_TAG,
     log_level: str = "info",
+    on_listening: Callable[[str], None] | None = None,
 ) -> None:
     """Serve the emulator on ``host:port`` in the foreground until interrupted.
 
     ``seed_data`` maps an API key to memories to seed before serving (plain strings
-    go to ``container_tag``). Other options are those of :class:`Emulator`.
+    go to ``container_tag``). Other options are those of :class:`Emulator`. Once the
+    socket is bound, ``on_listening`` receives the base URL with the real port (``port=0``
+    picks a free one); a failed bind raises :class:`OSError` before anything is served.
     """
     emulator = Emulator(
         latency=latency,
@@ -206,4 +223,11 @@ def serve(
     )
     for key, memories in (seed_data or {}).items():
         emulator.seed(key, memories, container_tag=container_tag)
-    uvicorn.run(create_app(emulator), host=host, port=port, log_level=log_level, lifespan="off")
+    sock = _listen(host, port)
+    try:
+        if on_listening is not None:
+            on_listening(_base_url(host, int(sock.getsockname()[1])))
+        config = uvicorn.Config(create_app(emulator), log_level=log_level, lifespan="off")
+        uvicorn.Server(config).run(sockets=[sock])
+    finally:
+        sock.close()

@@ -1,0 +1,352 @@
+"""The seam to a shared second tier, exercised with a small in-process tier.
+
+Order (L1, then the local flight, then the tier, then the fetch), accounting, ``keep_local``,
+invalidation fan-out, and that neither a broken tier nor the seam ever changes a fetch's error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import Any
+
+import pytest
+
+from wm_middleware import WorkingMemory
+from wm_middleware._cache import MISSING
+from wm_middleware._tier import InvalidationSink, SharedTier, TierOutcome, TierResult
+
+
+class LocalTier:
+    """A shared tier held in a dict. ``answer`` forces the outcome of the next loads."""
+
+    def __init__(self) -> None:
+        self.stored: dict[Hashable, Any] = {}
+        self.calls: list[tuple[Any, ...]] = []
+        self.bound: list[InvalidationSink] = []
+        self.answer: tuple[TierOutcome, Any] | None = None
+        self.keep_local = True
+        self.broken: str | None = None  # "before" or "after" the fetch: raise a tier error
+        self.failures = 0
+        self.release = threading.Event()
+        self.release.set()
+
+    @property
+    def errors(self) -> int:
+        return self.failures
+
+    def bind(self, memory: InvalidationSink) -> None:
+        self.bound.append(memory)
+
+    def _answer(self, key: Hashable) -> TierResult | None:
+        if self.broken == "before":
+            raise ConnectionError("tier down")
+        if self.answer is not None:
+            outcome, value = self.answer
+            return TierResult(value, outcome, self.keep_local)
+        if key in self.stored:
+            return TierResult(self.stored[key], "shared_hit", self.keep_local)
+        return None
+
+    def _fetched(self, key: Hashable, value: Any) -> TierResult:
+        if self.broken == "after":
+            raise ConnectionError("tier lost the store")
+        self.stored[key] = value
+        return TierResult(value, "fetched", self.keep_local)
+
+    def load(
+        self, key: Hashable, scopes: tuple[Hashable, ...], ttl: float, fetch: Callable[[], Any]
+    ) -> TierResult:
+        self.calls.append(("load", key, scopes, ttl))
+        self.release.wait(timeout=30)
+        return self._answer(key) or self._fetched(key, fetch())
+
+    async def aload(
+        self,
+        key: Hashable,
+        scopes: tuple[Hashable, ...],
+        ttl: float,
+        fetch: Callable[[], Awaitable[Any]],
+    ) -> TierResult:
+        self.calls.append(("load", key, scopes, ttl))
+        while not self.release.is_set():  # noqa: ASYNC110 - released from another thread
+            await asyncio.sleep(0.001)
+        return self._answer(key) or self._fetched(key, await fetch())
+
+    def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
+        keys, scopes = tuple(keys), tuple(scopes)
+        self.calls.append(("invalidate", keys, scopes))
+        for key in keys:
+            self.stored.pop(key, None)
+
+    def clear(self) -> None:
+        self.calls.append(("clear",))
+        self.stored.clear()
+
+    def loads(self) -> int:
+        return sum(call[0] == "load" for call in self.calls)
+
+
+@pytest.fixture
+def tier() -> LocalTier:
+    return LocalTier()
+
+
+@pytest.fixture(params=["sync", "async"])
+def search(request: pytest.FixtureRequest) -> Callable[..., Any]:
+    """``search(wm, query, value_or_exception, **params)`` through search or asearch."""
+
+    def call(wm: WorkingMemory[Any], query: str, result: Any, **params: Any) -> Any:
+        def fetch() -> Any:
+            if isinstance(result, BaseException):
+                raise result
+            return result
+
+        if request.param == "sync":
+            return wm.search(query, fetch, **params)
+
+        async def afetch() -> Any:
+            return fetch()
+
+        return asyncio.run(wm.asearch(query, afetch, **params))
+
+    return call
+
+
+def test_the_tier_is_a_shared_tier_and_is_bound_at_construction(tier: LocalTier) -> None:
+    assert isinstance(tier, SharedTier)
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    assert tier.bound == [wm]
+    assert wm.shared is tier
+
+
+def test_something_that_is_not_a_tier_is_refused() -> None:
+    with pytest.raises(TypeError, match="shared must be a SharedTier"):
+        WorkingMemory(shared="redis://localhost")  # type: ignore[arg-type]
+
+
+def test_a_miss_asks_the_tier_once_and_the_fetch_fills_both(
+    tier: LocalTier, search: Callable[..., Any]
+) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=30.0, shared=tier)
+    assert search(wm, "q", "v", limit=3) == "v"
+    assert tier.calls == [("load", ("q", (("limit", 3),)), ("q",), 30.0)]
+    assert search(wm, "q", "other", limit=3) == "v"  # an L1 hit: the tier is not asked
+    assert tier.loads() == 1
+    stats = wm.stats()
+    assert (stats.misses, stats.hits, stats.shared_hits, stats.shared_waits) == (1, 1, 0, 0)
+
+
+def test_a_shared_hit_is_a_hit_and_fills_l1(tier: LocalTier, search: Callable[..., Any]) -> None:
+    tier.stored["q"] = "from another process"
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    assert search(wm, "q", "fetched here") == "from another process"
+    assert search(wm, "q", "fetched here") == "from another process"
+    assert tier.loads() == 1
+    stats = wm.stats()
+    assert (stats.hits, stats.shared_hits, stats.misses, stats.coalesced) == (2, 1, 0, 0)
+
+
+def test_a_shared_wait_is_coalesced(tier: LocalTier, search: Callable[..., Any]) -> None:
+    tier.answer = ("shared_wait", "another process fetched it")
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    assert search(wm, "q", "fetched here") == "another process fetched it"
+    stats = wm.stats()
+    assert (stats.coalesced, stats.shared_waits, stats.misses, stats.hits) == (1, 1, 0, 0)
+
+
+@pytest.mark.parametrize(
+    ("answer", "outcome", "tier_name"),
+    [
+        (None, "miss", "local"),
+        (("shared_hit", "v"), "hit", "shared"),
+        (("shared_wait", "v"), "coalesced", "shared"),
+    ],
+)
+def test_load_reports_the_outcome_and_the_tier(
+    tier: LocalTier, answer: Any, outcome: str, tier_name: str
+) -> None:
+    tier.answer = answer
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    loaded = wm.load("key", lambda: "v", scopes=("s",), info="my span")
+    assert (loaded.value, loaded.outcome, loaded.tier) == ("v", outcome, tier_name)
+    assert loaded.leader == ("my span" if outcome == "miss" else None)
+    again = wm.load("key", lambda: "other")
+    assert (again.value, again.outcome, again.tier) == ("v", "hit", "local")
+
+
+def test_local_followers_share_the_leaders_one_tier_call(tier: LocalTier) -> None:
+    tier.release.clear()
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    results: list[str] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(wm.search("q", lambda: "v")))
+        for _ in range(8)
+    ]
+    for thread in threads:
+        thread.start()
+    for _ in range(10_000):
+        if wm.stats().coalesced == 7:
+            break
+        threading.Event().wait(0.001)
+    tier.release.set()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert results == ["v"] * 8
+    assert tier.loads() == 1
+    stats = wm.stats()
+    assert (stats.misses, stats.coalesced, stats.shared_waits) == (1, 7, 0)
+
+
+async def test_async_followers_share_the_leaders_one_tier_call(tier: LocalTier) -> None:
+    tier.stored["q"] = "shared"
+    tier.release.clear()
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+
+    async def fetch() -> str:
+        return "fetched"
+
+    callers = [asyncio.create_task(wm.asearch("q", fetch)) for _ in range(50)]
+    for _ in range(10_000):
+        if wm.stats().coalesced == 49:
+            break
+        await asyncio.sleep(0.001)
+    tier.release.set()
+    assert await asyncio.gather(*callers) == ["shared"] * 50
+    stats = wm.stats()
+    assert (stats.hits, stats.shared_hits, stats.coalesced, stats.misses) == (1, 1, 49, 0)
+
+
+def test_a_value_the_tier_cannot_keep_local_is_returned_not_stored(
+    tier: LocalTier, search: Callable[..., Any]
+) -> None:
+    tier.keep_local = False
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    assert search(wm, "q", "v1") == "v1"
+    assert not wm.has("q")
+    assert search(wm, "q", "v2") == "v1"  # asked the tier again, which kept it
+    assert tier.loads() == 2
+
+
+def test_a_fetch_error_passes_through_the_tier_unchanged_and_is_cached_nowhere(
+    tier: LocalTier, search: Callable[..., Any]
+) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    error = LookupError("upstream 404")
+    with pytest.raises(LookupError) as raised:
+        search(wm, "q", error)
+    assert raised.value is error
+    assert tier.stored == {}
+    assert not wm.has("q")
+    assert search(wm, "q", "v") == "v"
+    assert wm.stats().misses == 2
+
+
+@pytest.mark.parametrize("broken", ["before", "after"])
+def test_a_tier_that_raises_never_reaches_the_caller(
+    tier: LocalTier, search: Callable[..., Any], broken: str
+) -> None:
+    tier.broken = broken
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    fetches: list[int] = []
+
+    def counted() -> str:
+        fetches.append(1)
+        return "v"
+
+    assert wm.search("q", counted) == "v"
+    assert fetches == [1]  # the fetch ran once, whether the tier broke before or after it
+    assert wm.get("q") == "v"
+    stats = wm.stats()
+    assert (stats.shared_errors, stats.misses) == (1, 1)
+    tier.broken = None
+    assert search(wm, "p", "w") == "w"
+
+
+def test_shared_errors_are_read_from_the_tier(tier: LocalTier) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    tier.failures = 5
+    assert wm.stats().shared_errors == 5
+
+
+def test_invalidation_reaches_the_tier_and_local_calls_stay_local(tier: LocalTier) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    wm.set("q", "v", limit=1)
+    wm.get("q", limit=1)
+    wm.has("q")
+    wm.pin("q", limit=1)
+    wm.unpin("q", limit=1)
+    assert tier.calls == []  # get / set / has / pin stay local
+    assert wm.invalidate("q", limit=1) == 1
+    assert wm.invalidate("q") == 0
+    assert wm.invalidate_scope("tenant", "tag") == 0
+    wm.clear()
+    assert wm.invalidate() == 0
+    assert tier.calls == [
+        ("invalidate", (("q", (("limit", 1),)),), ()),
+        ("invalidate", ("q",), ("q",)),
+        ("invalidate", (), ("tenant", "tag")),
+        ("clear",),
+        ("clear",),
+    ]
+
+
+def test_drop_local_drops_and_detaches_without_calling_the_tier(tier: LocalTier) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    wm.set("a", "1", limit=1)
+    wm.set("b", "2")
+    wm.load("k", lambda: "3", scopes=("tenant",))
+    assert wm.drop_local(scopes=("tenant",)) == 1
+    assert wm.drop_local(keys=("b",)) == 1
+    assert wm.drop_local(everything=True) == 1
+    assert len(wm) == 0
+    assert [call for call in tier.calls if call[0] != "load"] == []
+
+    # A flight running when another process invalidates its scope is detached: not stored.
+    tier.release.clear()
+    result: list[str] = []
+    leader = threading.Thread(
+        target=lambda: result.append(wm.load("k2", lambda: "old", scopes=("tenant",)).value)
+    )
+    leader.start()
+    for _ in range(10_000):
+        if wm.stats().inflight == 1:
+            break
+        threading.Event().wait(0.001)
+    wm.drop_local(scopes=("tenant",))
+    tier.release.set()
+    leader.join(timeout=30)
+    assert result == ["old"]
+    assert wm.lookup("k2") is MISSING
+
+
+class BrokenTier(LocalTier):
+    """A tier whose invalidation and counters raise: the memory must carry on regardless."""
+
+    down = False  # set once bound: ``isinstance(tier, SharedTier)`` reads ``errors`` too
+
+    @property
+    def errors(self) -> int:
+        if self.down:
+            raise ConnectionError("tier down")
+        return 0
+
+    def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
+        raise ConnectionError("tier down")
+
+    def clear(self) -> None:
+        raise ConnectionError("tier down")
+
+
+def test_a_tier_whose_invalidation_raises_does_not_fail_the_caller() -> None:
+    tier = BrokenTier()
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    tier.down = True
+    wm.set("q", "v", limit=1)
+    wm.set("p", "w")
+    assert wm.invalidate_scope("q") == 1
+    assert wm.invalidate("p") == 1
+    wm.clear()
+    assert len(wm) == 0
+    assert wm.stats().shared_errors == 3  # stats() itself survives the broken counter too

@@ -1,0 +1,102 @@
+"""The route table every adapter classifies by matches the API the emulator serves.
+
+The table states each Supermemory route once (generation, method, path template, operation,
+read / write / pass-through, scope rule); the 3.x, 5.x and httpx adapters all read it. Here it is
+checked route by route against the emulator, and its lookups against the paths clients send.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from wm_middleware._adapters._routes import ROUTES, UNKNOWN_WRITE, Route, find, find_in
+from wm_middleware.emulator.app import api_routes
+
+# Routes of the real API the emulator does not serve: third-party OAuth connections and the
+# connectors that sync them, and the aliases older 3.x SDKs (3.16) sent.
+NOT_EMULATED = {
+    ("POST", "/v3/connections/{id}/connection"),
+    ("POST", "/v3/connections/{id}/documents"),
+    ("POST", "/v3/connections/{provider}"),
+    ("POST", "/v3/connections/{id}/configure"),
+    ("POST", "/v3/connections/{provider}/import"),
+    ("DELETE", "/v3/connections/{id}"),
+    ("POST", "/v3/memories"),
+    ("POST", "/v3/memories/file"),
+    ("PATCH", "/v3/memories/{id}"),
+    ("DELETE", "/v3/memories/{id}"),
+    ("POST", "/v3/memories/list"),
+    ("POST", "/ns/{ns}/connectors"),
+    ("PATCH", "/ns/{ns}/connectors/{id}"),
+    ("DELETE", "/ns/{ns}/connectors/{id}"),
+    ("POST", "/ns/{ns}/connectors/{id}/sync"),
+}
+
+
+def _shape(template: str) -> str:
+    """A template with its parameter names erased: ``{id}`` and ``{x}`` are the same segment."""
+    return re.sub(r"\{\w+\}", "{}", template)
+
+
+def _example(route: Route) -> str:
+    return re.sub(r"\{(\w+)\}", lambda m: f"some-{m[1]}", route.template)
+
+
+def test_every_emulator_route_is_in_the_table_and_every_table_route_in_the_emulator() -> None:
+    emulated = {(method, _shape(template)) for method, template in api_routes()}
+    table = {(route.method, _shape(route.template)) for route in ROUTES}
+    not_emulated = {(method, _shape(template)) for method, template in NOT_EMULATED}
+    assert emulated - table == set()
+    assert table - emulated == not_emulated
+    assert not_emulated <= table
+
+
+def test_the_table_states_each_route_once() -> None:
+    keys = [(route.method, _shape(route.template)) for route in ROUTES]
+    assert len(keys) == len(set(keys))
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.template}")
+def test_every_route_is_found_by_its_own_path(route: Route) -> None:
+    found = find(route.method, _example(route))
+    assert found is not None
+    assert found.route is route
+    assert found.namespace == ("some-ns" if "{ns}" in route.template else None)
+    # Behind any base path too (``/v5/ns/...``, ``/api/v4/...``), as the httpx transport sees it.
+    behind = find_in(route.method, "/api/v5" + _example(route))
+    assert behind is not None
+    assert behind.route is route
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.template}")
+def test_reads_scope_by_tags_or_namespace_and_passes_scope_nothing(route: Route) -> None:
+    if route.kind == "read":
+        assert route.scope == ("tags" if route.generation == 3 else "namespace")
+        assert route.method == "POST"
+    if route.kind == "pass":
+        assert route.scope == "none"
+    if route.method == "GET":
+        assert route.kind == "pass"
+
+
+def test_unknown_calls_under_the_api_are_writes_of_the_whole_tenant() -> None:
+    for path in ("/v3/brand-new", "/v4/memories/brand-new", "/ns/a/brand-new"):
+        found = find("POST", path)
+        assert found is not None
+        assert found.route is UNKNOWN_WRITE
+        assert found.route.scope == "tenant"
+    assert find("GET", "/v3/brand-new") is None
+    assert find("POST", "/elsewhere/v9") is None
+    # A plain httpx client may call anything: only known routes count there.
+    assert find_in("POST", "/api/v3/brand-new") is None
+
+
+def test_a_namespace_named_like_an_api_root_stays_a_namespace() -> None:
+    found = find_in("POST", "/v5/ns/v3/search")
+    assert found is not None
+    assert (found.route.operation, found.namespace) == ("search", "v3")
+    encoded = find("POST", "/ns/team%2Fa/search")
+    assert encoded is not None
+    assert encoded.namespace == "team/a"

@@ -1,0 +1,161 @@
+"""GenAI memory-span conventions and privacy of what is exported (issue 11 item 1, issue 8
+defect 11), with the real OpenTelemetry SDK."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind, StatusCode
+
+from wm_middleware._runtime import Write
+from wm_middleware._telemetry import (
+    CAPTURE_CONTENT_ENV,
+    SCHEMA_URL,
+    SEMCONV_VERSION,
+    STORE_ID_ENV,
+    records_attempted,
+    write_operation_name,
+)
+
+from .conftest import SERVER, Otel, make_read, make_runtime, until
+
+RECORDS = ("peanut allergy", "likes tea")
+SECRET_QUERY = "does alex-4711 still take sertraline"
+
+
+class EchoingUpstreamError(Exception):
+    """What search APIs do: the error message repeats the query."""
+
+
+def _echo() -> Any:
+    raise EchoingUpstreamError(f"no index for query {SECRET_QUERY!r}")
+
+
+async def _sync(value: Any) -> Any:
+    return value
+
+
+def _exported(span: ReadableSpan) -> str:
+    return span.to_json()
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+async def test_error_span_has_type_and_status_but_not_the_message_by_default(
+    otel: Otel, mode: str
+) -> None:
+    runtime = make_runtime(otel)
+    read = make_read(SECRET_QUERY)
+
+    async def afetch() -> Any:
+        return _echo()
+
+    with pytest.raises(EchoingUpstreamError, match="sertraline"):  # unchanged for the caller
+        await (runtime.aread(read, afetch) if mode == "async" else _sync(runtime.read(read, _echo)))
+    (span,) = otel.reads()
+    assert span.status.status_code is StatusCode.ERROR
+    assert not span.status.description
+    assert span.attributes is not None
+    assert span.attributes["error.type"].endswith("EchoingUpstreamError")
+    (event,) = span.events
+    assert event.name == "exception"
+    assert dict(event.attributes or {}) == {"exception.type": span.attributes["error.type"]}
+    assert "sertraline" not in otel.exported_text()
+
+
+def test_error_message_is_exported_with_content_capture_on(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(CAPTURE_CONTENT_ENV, "true")
+    runtime = make_runtime(otel)
+    with pytest.raises(EchoingUpstreamError):
+        runtime.read(make_read(SECRET_QUERY), _echo)
+    (span,) = otel.reads()
+    assert "sertraline" in (span.status.description or "")
+    assert "exception.message" in dict(span.events[0].attributes or {})
+
+
+def test_failed_write_does_not_export_the_message_either(otel: Otel) -> None:
+    runtime = make_runtime(otel)
+    with pytest.raises(EchoingUpstreamError):
+        runtime.write(Write("documents.add", (("t", "u"),), SERVER), _echo)
+    (span,) = otel.spans("upsert_memory")
+    assert span.status.status_code is StatusCode.ERROR
+    assert "sertraline" not in _exported(span)
+
+
+@pytest.mark.parametrize(
+    ("operation", "deletes", "name", "records"),
+    [
+        ("add", False, "upsert_memory", 1),
+        ("documents.add", False, "upsert_memory", 1),
+        ("documents.batch_add", False, "upsert_memory", None),
+        ("documents.update", False, "update_memory", 1),
+        ("memories.update_memory", False, "update_memory", 1),
+        ("documents.delete", True, "delete_memory", 1),
+        ("documents.delete_bulk", True, "delete_memory", None),
+    ],
+)
+def test_write_spans_name_the_memory_operation_and_count_records_attempted(
+    otel: Otel, operation: str, deletes: bool, name: str, records: int | None
+) -> None:
+    assert write_operation_name(operation, deletes) == name
+    assert records_attempted(operation) == records
+    runtime = make_runtime(otel)
+    runtime.write(Write(operation, (("t", "u"),), SERVER, deletes=deletes), lambda: None)
+    (span,) = otel.spans(name)
+    assert (span.attributes or {}).get("gen_ai.operation.name") == name
+    assert (span.attributes or {}).get("gen_ai.memory.record.count") == records
+
+
+async def test_coalesced_span_is_internal_like_a_hit_and_a_miss_is_client(otel: Otel) -> None:
+    runtime = make_runtime(otel)
+    read = make_read()
+    release = asyncio.Event()
+
+    async def slow() -> Any:
+        await release.wait()
+        return RECORDS
+
+    tasks = [asyncio.create_task(runtime.aread(read, slow)) for _ in range(2)]
+    await until(lambda: runtime.memory.stats().coalesced >= 1)
+    release.set()
+    await asyncio.gather(*tasks)
+    await runtime.aread(read, slow)  # a hit
+    kinds = {(s.attributes or {})["wm.cache.result"]: s.kind for s in otel.reads()}
+    assert kinds == {
+        "miss": SpanKind.CLIENT,
+        "coalesced": SpanKind.INTERNAL,
+        "hit": SpanKind.INTERNAL,
+    }
+
+
+def test_store_id_names_the_store_never_a_container_tag(
+    otel: Otel, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    runtime = make_runtime(otel)
+    runtime.read(make_read("q", "user-alex"), lambda: RECORDS)
+    monkeypatch.setenv(STORE_ID_ENV, "travel-assistant-memories")
+    make_runtime(otel).read(make_read("q2", "user-alex"), lambda: RECORDS)
+    default, named = otel.reads()
+    assert (default.attributes or {})["gen_ai.memory.store.id"] == "supermemory"
+    assert (named.attributes or {})["gen_ai.memory.store.id"] == "travel-assistant-memories"
+    assert "user-alex" not in otel.exported_text()
+
+
+def test_schema_url_is_the_conventions_version_followed(otel: Otel) -> None:
+    make_runtime(otel).read(make_read(), lambda: RECORDS)
+    (span,) = otel.reads()
+    assert span.instrumentation_scope is not None
+    assert span.instrumentation_scope.schema_url == SCHEMA_URL
+    assert SCHEMA_URL.endswith(f"/{SEMCONV_VERSION}")
+    major, minor, _ = (int(part) for part in SEMCONV_VERSION.split("."))
+    assert (major, minor) >= (1, 41), "the gen_ai.memory.* attributes first appear in 1.41"
+    data = otel.collect()
+    assert data is not None
+    scopes = [s.scope for r in data.resource_metrics for s in r.scope_metrics]
+    assert {s.schema_url for s in scopes} == {SCHEMA_URL}
+    json.loads(span.to_json())

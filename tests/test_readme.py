@@ -1,0 +1,197 @@
+"""README.md says only what is true: its code runs and its samples are what the programs print.
+
+* Every Python block runs, as a user would run it, in the environment it names in the comment
+  before it (``<!-- env: sdk5 -->``, ``sdk3`` or ``any``; blocks of the other SDK generation are
+  skipped here and run in the other nox session), against ``wm-middleware serve --demo-data``
+  with the ``SUPERMEMORY_*`` variables the README tells the reader to set. A print marked
+  ``# -> text`` must print a line starting with ``text``.
+* Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
+  lengths aside.
+* The examples table lists every example, and every extra the README names exists.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+import tomllib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, version
+
+import pytest
+
+from .demo._run import ROOT, environment, run, serving
+
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True)
+class Block:
+    """A fenced block of README.md and the ``<!-- key: value -->`` comment just before it."""
+
+    line: int  # of the opening fence, 1-based
+    language: str
+    marker: tuple[str, str] | None
+    text: str
+
+    @property
+    def id(self) -> str:
+        return f"line{self.line}-{self.language or 'text'}"
+
+
+def _blocks() -> list[Block]:
+    """Fenced blocks, and Markdown tables right after a marker (their language is ``table``)."""
+    blocks: list[Block] = []
+    lines = README.splitlines()
+    index = 0
+    while index < len(lines):
+        previous = lines[index - 1] if index else ""
+        found = re.fullmatch(r"<!-- (\w+): (.+?) -->", previous)
+        marker = (found.group(1), found.group(2)) if found else None
+        opening = re.fullmatch(r"```(\w*)", lines[index])
+        if opening is not None:
+            end = lines.index("```", index + 1)
+            text = "\n".join(lines[index + 1 : end])
+            blocks.append(Block(index + 1, opening.group(1), marker, text))
+            index = end + 1
+        elif marker is not None and lines[index].startswith("|"):
+            end = index
+            while end < len(lines) and lines[end].startswith("|"):
+                end += 1
+            blocks.append(Block(index + 1, "table", marker, "\n".join(lines[index:end])))
+            index = end
+        else:
+            index += 1
+    return blocks
+
+
+BLOCKS = _blocks()
+PYTHON = [b for b in BLOCKS if b.language == "python"]
+OUTPUTS = [b for b in BLOCKS if b.marker is not None and b.marker[0] == "output"]
+
+
+def _supermemory_generation() -> str | None:
+    try:
+        return f"sdk{int(version('supermemory').split('.')[0])}"
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
+@pytest.fixture(scope="module")
+def demo_emulator() -> Iterator[str]:
+    """The emulator exactly as the README starts it: ``wm-middleware serve --demo-data``."""
+    with serving("--demo-data") as base_url:
+        yield base_url
+
+
+def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
+    environments = [b.marker[1] for b in PYTHON if b.marker is not None]
+
+    assert len(environments) == len(PYTHON), "every Python block names its environment"
+    assert set(environments) <= {"sdk3", "sdk5", "any"}
+    assert {"sdk3", "sdk5"} <= set(environments)
+    # The current SDK (what `pip install supermemory` installs) comes first.
+    assert environments.index("sdk5") < environments.index("sdk3")
+
+
+@pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
+def test_python_block_runs_against_the_emulator(
+    block: Block, request: pytest.FixtureRequest
+) -> None:
+    wanted = block.marker[1] if block.marker else "?"
+    if wanted != "any" and wanted != _supermemory_generation():
+        pytest.skip(f"a {wanted} block: it runs in the {wanted} test session")
+    demo_emulator: str = request.getfixturevalue("demo_emulator")
+
+    result = subprocess.run(
+        [sys.executable, "-c", block.text],
+        cwd=ROOT,
+        env=environment(SUPERMEMORY_BASE_URL=demo_emulator, SUPERMEMORY_API_KEY="sk-wm-demo"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    printed = iter(result.stdout.splitlines())
+    for expected in re.findall(r"^\s*print\(.*\)\s+# -> (.+)$", block.text, flags=re.MULTILINE):
+        assert any(line.startswith(expected) for line in printed), (expected, result.stdout)
+
+
+def _shape(line: str) -> str:
+    """A printed line with its measurements taken out: numbers, bar lengths, column padding."""
+    line = re.sub(r"\d+(?:\.\d+)?", "N", line)
+    line = re.sub(r"[█▏#|]+", "", line)
+    line = re.sub(r"([━─])\1+", r"\1", line)  # table rules as wide as their columns
+    return re.sub(r"\s+", " ", line).strip()
+
+
+def _contains(printed: list[str], sample: list[str]) -> bool:
+    return any(printed[i : i + len(sample)] == sample for i in range(len(printed)))
+
+
+def _command(command: str) -> list[str]:
+    if command == "wm-middleware demo":
+        # The README's sample is from the default run; 20 ms latency keeps its shape.
+        return ["-m", "wm_middleware", "demo", "--latency-ms", "20"]
+    if command == "python benchmarks/bench_agent_loop.py":
+        return ["benchmarks/bench_agent_loop.py", "--latency-ms", "0"]
+    raise AssertionError(f"no way to run {command!r}: add it here")
+
+
+def _sample_lines(block: Block) -> list[str]:
+    if block.language == "table":  # made from the program's columns
+        rows = [line.strip("|").split("|") for line in block.text.splitlines()]
+        return [
+            "  ".join(cell.strip().replace("**", "") for cell in row)
+            for row in rows
+            if not set("".join(row)) <= set("-: ")
+        ]
+    return block.text.splitlines()
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("supermemory_openai") is None,
+    reason="the demo and the agent-loop benchmark need supermemory 3.x and supermemory-openai-sdk",
+)
+@pytest.mark.parametrize("block", OUTPUTS, ids=[b.id for b in OUTPUTS])
+def test_output_sample_is_what_the_program_prints(block: Block) -> None:
+    assert block.marker is not None
+    result = run(*_command(block.marker[1]), timeout=120)
+
+    assert result.returncode == 0, result.stderr
+    printed = [_shape(line) for line in result.stdout.splitlines()]
+    sample = [_shape(line) for line in _sample_lines(block)]
+    printed = [line for line in printed if line and not set(line) <= set("- ")]
+    sample = [line for line in sample if line]
+    assert _contains(printed, sample), "\n".join(["README:", *sample, "printed:", *printed])
+
+
+def test_every_output_sample_names_a_command() -> None:
+    assert len(OUTPUTS) >= 3  # the demo's table and waterfall, the agent-loop benchmark
+    for block in OUTPUTS:
+        assert block.marker is not None
+        _command(block.marker[1])
+
+
+def test_the_examples_table_lists_every_example() -> None:
+    listed = set(re.findall(r"^\| `(\w+)\.py` \|", README, flags=re.MULTILINE))
+
+    assert listed == {path.stem for path in (ROOT / "examples").glob("*.py")}
+
+
+def test_every_extra_the_readme_installs_exists() -> None:
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    named = {
+        name for group in re.findall(r"-e '\.\[([\w,-]+)\]'", README) for name in group.split(",")
+    }
+
+    assert named, "the README installs the package with its extras"
+    assert named <= set(extras)
