@@ -78,3 +78,37 @@ def listen(url: str, ready: Any, out: Any, seconds: float) -> None:
         time.sleep(0.01)
     ready.set()
     time.sleep(seconds)
+
+
+def memory_herd(
+    url: str, query: str, callers: int, seconds: float, mode: str, barrier: Any, out: Any
+) -> None:
+    """``callers`` concurrent searches through a ``WorkingMemory(shared=RedisTier)``; puts the
+    memory's statistics on ``out``."""
+    from wm_middleware import WorkingMemory
+
+    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=10.0))
+    barrier.wait()
+    if mode == "sync":
+        threads = [
+            threading.Thread(
+                target=lambda: memory.search(
+                    query, lambda: counted_fetch(url, {"q": query}, seconds)
+                )
+            )
+            for _ in range(callers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    else:
+
+        async def fetch() -> Any:
+            return await asyncio.to_thread(counted_fetch, url, {"q": query}, seconds)
+
+        async def main() -> None:
+            await asyncio.gather(*(memory.asearch(query, fetch) for _ in range(callers)))
+
+        asyncio.run(main())
+    out.put(memory.stats())
