@@ -11,16 +11,18 @@ persistence. Upstream fetches are ``sleep(0.2)`` counted in a shared-memory coun
 counting sends no Redis command. Rows:
 
 * **herd**: P processes x 10 concurrent callers ask one query at once (spawned processes, a
-  barrier). ``upstream``: fetches run (goal 1). ``round trips``: top-level commands the clients
-  sent, from MONITOR (connection set-up, pings and the subscriber excluded); ``server cmds``: the
+  barrier), each through ``WorkingMemory(shared=RedisTier(...))`` or the peer's own API; each
+  row is the second of two runs, so one-off costs (script load, imports) are left out.
+  ``upstream``: fetches run (goal 1). ``round trips``: top-level commands the clients sent,
+  from MONITOR (connection set-up, pings and the subscriber excluded); ``server cmds``: the
   same plus the commands scripts ran inside the server. Goal for the tier: round trips <= 3P-1.
   ``p50`` / ``max``: caller latency from the barrier (goal p50 <= fetch + 10 ms).
 * **shared hit**: ``RedisTier.load`` of a stored 7 KB JSON body (get-or-lease + decode), against
   an uncached round trip of the real supermemory SDK to the emulator on loopback.
 * **invalidation**: from ``invalidate`` in one process to ``drop_local`` in another (p50, p99).
 * **server killed / hung (SIGSTOP)** mid-run: calls keep going; ``failed`` calls (goal 0), tier
-  errors before the breaker opened, the worst added delay per call (goal <= ``op_timeout``
-  plus scheduling noise) and the mean added delay once the breaker is open.
+  errors before the breaker opened, the slowest call (goal <= a healthy call + ``op_timeout``)
+  and the mean call once the breaker is open (no Redis at all: cheaper than a healthy miss).
 * **leader killed** mid-fetch: time from the kill to a waiting process's answer (goal <= lease +
   fetch).
 * **TTL**: keys of the tier's namespace without a TTL after the run (goal 0).
@@ -275,6 +277,12 @@ class HerdRow:
 
 
 def herd(name: str, server: Server, processes: int) -> HerdRow | str:
+    """One herd after an untimed one: first-use costs (a script load, an import) are left out."""
+    _herd_once(name, server, processes)
+    return _herd_once(name, server, processes)
+
+
+def _herd_once(name: str, server: Server, processes: int) -> HerdRow | str:
     server.client().flushall()
     barrier = SPAWN.Barrier(processes + 1)  # the parent is a party: it starts the count
     counter = SPAWN.Value("i", 0)
@@ -394,8 +402,9 @@ class SickRow:
     calls: int
     failed: int
     errors: int
-    worst_added_ms: float
-    open_added_ms: float
+    healthy_ms: float  # median call (a miss: tier round trips + a no-op fetch) before
+    worst_ms: float  # slowest call once the server was gone
+    open_ms: float  # mean call once the breaker was open
 
 
 def sick(sickness: str, calls: int, op_timeout: float) -> SickRow:
@@ -430,8 +439,9 @@ def sick(sickness: str, calls: int, op_timeout: float) -> SickRow:
             calls,
             failed,
             tier.errors,
-            (max(d for d, _ in during) - base) * 1000,
-            (statistics.mean(opened) - base) * 1000 if opened else float("nan"),
+            base * 1000,
+            max(d for d, _ in during) * 1000,
+            statistics.mean(opened) * 1000 if opened else float("nan"),
         )
     finally:
         server.close()
@@ -537,14 +547,14 @@ def main(argv: list[str] | None = None) -> int:
         op_timeout = 0.05
         print(
             f"| server (op_timeout {op_timeout * 1e3:.0f} ms) | calls | failed | tier errors "
-            "| worst added ms | added ms once open |"
+            "| healthy call ms | worst call ms | call ms once open |"
         )
-        print("|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|")
         for sickness in ("killed", "hung"):
             s = sick(sickness, 50 if args.quick else 200, op_timeout)
             print(
-                f"| {s.sickness} | {s.calls} | {s.failed} | {s.errors} "
-                f"| {s.worst_added_ms:.1f} | {s.open_added_ms:.3f} |"
+                f"| {s.sickness} | {s.calls} | {s.failed} | {s.errors} | {s.healthy_ms:.3f} "
+                f"| {s.worst_ms:.1f} | {s.open_ms:.3f} |"
             )
     finally:
         server.close()
