@@ -140,8 +140,19 @@ redis.call('PEXPIRE', KEYS[3], ARGV[5])
 return stored
 """
 
+# KEYS: registry; ARGV: tenant, ttl ms. The registry lists the tenants that may hold entries, so
+# an invalidation naming no tenant reaches them all. Run apart only on Cluster (another slot).
+_REGISTER: Final = b"""
+redis.call('SADD', KEYS[1], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 1
+"""
+
 _GET_OR_LEASE_SHA: Final = hashlib.sha1(_GET_OR_LEASE).hexdigest()
 _STORE_SHA: Final = hashlib.sha1(_STORE).hexdigest()
+_REGISTER_SHA: Final = hashlib.sha1(_REGISTER).hexdigest()
 
 
 # --------------------------------------------------------------------------------------------
@@ -439,6 +450,7 @@ class _Subscriber:
     def __init__(self, tier: RedisTier) -> None:
         self._tier = weakref.ref(tier)
         self.confirmed = False
+        self._missed = False  # lost since the last confirmation
         self.epoch = 0
         self.stopped = threading.Event()
         self.thread: threading.Thread | None = None
@@ -474,7 +486,7 @@ class _Subscriber:
                         last_pong = now
                         kind = message["type"]
                         if kind == "subscribe":
-                            self.confirmed = True
+                            self._confirmed()
                             backoff = 0.05
                         elif kind == "message":
                             self._deliver(message["data"])
@@ -496,10 +508,25 @@ class _Subscriber:
                     except Exception:
                         pass
 
+    def _confirmed(self) -> None:
+        self.confirmed = True
+        if self._missed:
+            # Back after a loss: what this process fetched meanwhile may have been invalidated
+            # by a message it never heard.
+            self._missed = False
+            self._drop_everything()
+
     def _lost(self) -> None:
-        # Messages published while we were away are gone: drop everything L1 got from others.
-        self.confirmed = False
-        self.epoch += 1
+        # Messages published while we are away are gone: drop what L1 holds, once per loss.
+        # Failed reconnections are not new losses: L1 keeps serving what this process fetches
+        # itself (with Redis down, nobody can publish either).
+        if self.confirmed:
+            self.confirmed = False
+            self.epoch += 1
+            self._missed = True
+            self._drop_everything()
+
+    def _drop_everything(self) -> None:
         tier = self._tier()
         if tier is not None:
             for memory in tier._memories():
@@ -958,10 +985,8 @@ class RedisTier:
             return
         try:
             client = self._sync_conns(process).main
-            client.sadd(self._registry, plan.tenant)
-            client.pexpire(self._registry, plan.token_ms, gt=True)
-            if client.pttl(self._registry) < 0:
-                client.pexpire(self._registry, plan.token_ms)
+            args = [plan.tenant, plan.token_ms]
+            self._evalsha(client, _REGISTER_SHA, _REGISTER, [self._registry], args)
             process.registered[plan.tenant] = now
         except _TIER_ERRORS:
             self._failed(time.perf_counter())
@@ -998,11 +1023,15 @@ class RedisTier:
     def _proc(self) -> _Process:
         process = self._process
         if process is None or process.pid != os.getpid():
-            # First use in this process (or first after a fork): nothing of the parent's is used.
-            process = self._process = _Process(self)
-            self._breaker = _Breaker(self._breaker._limit, self._breaker._cooldown)
-            self._errors_lock = threading.Lock()
-            process.subscriber.start()
+            with _PROCESS_LOCK:
+                process = self._process
+                if process is None or process.pid != os.getpid():
+                    # First use in this process (or after a fork): nothing of the parent's is
+                    # used, not even a lock the parent may have held while forking.
+                    self._breaker = _Breaker(self._breaker._limit, self._breaker._cooldown)
+                    self._errors_lock = threading.Lock()
+                    process = self._process = _Process(self)
+                    process.subscriber.start()
         return process
 
     def _sync_conns(self, process: _Process) -> _Conns:
@@ -1073,6 +1102,17 @@ class RedisTier:
     def __repr__(self) -> str:
         return f"RedisTier(namespace={self._namespace!r}, breaker={self.breaker_state})"
 
+
+# Guards the creation of a tier's per-process state; a forked child gets a fresh one.
+_PROCESS_LOCK = threading.Lock()
+
+
+def _new_process_lock() -> None:
+    global _PROCESS_LOCK
+    _PROCESS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_process_lock)
 
 _FETCH: Final = object()
 _FETCH_RESULT: Final = TierResult(_FETCH, "fetched")

@@ -85,9 +85,25 @@ def test_stats_count_shared_errors_and_calls_still_succeed(own_server: Server) -
     memory: WorkingMemory[Any] = WorkingMemory(
         shared=RedisTier(own_server.url, op_timeout=0.05, breaker_errors=2)
     )
+    wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
     own_server.stop()
+    wait_until(lambda: not memory.shared.subscribed)  # type: ignore[union-attr]
     assert [memory.search(f"q{i}", lambda i=i: i) for i in range(5)] == list(range(5))
     stats = memory.stats()
     assert stats.shared_errors == 2
     assert stats.misses == 5
-    assert memory.search("q1", lambda: "again") == 1  # L1 keeps working
+    time.sleep(0.5)  # the subscriber keeps failing to reconnect meanwhile
+    assert memory.search("q1", lambda: "again") == 1  # and L1 keeps working
+
+
+def test_local_memory_is_cleared_again_when_the_subscriber_is_back(own_server: Server) -> None:
+    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(own_server.url, op_timeout=0.05))
+    wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
+    own_server.stop()
+    wait_until(lambda: not memory.shared.subscribed)  # type: ignore[union-attr]
+    memory.search("prefs", lambda: "fetched while apart")
+    assert memory.has("prefs")
+    own_server.start()
+    # Invalidations published while it was away are lost: back, it drops what it holds.
+    wait_until(lambda: not memory.has("prefs"))
+    assert memory.shared.subscribed  # type: ignore[union-attr]
