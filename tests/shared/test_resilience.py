@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,15 +15,8 @@ import pytest
 
 from wm_middleware import RedisTier
 
+from .conftest import wait_until
 from .servers import Server
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.01)
 
 
 def load(tier: RedisTier, mode: str, key: str, value: Any) -> Any:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ import redis
 
 from wm_middleware import RedisTier
 from wm_middleware._adapters._requests import tenant_of
+
+from .conftest import HeldLeader, InThread
 
 API_KEY = "sm_live_0123456789abcdefSECRET"
 
@@ -114,29 +115,14 @@ def test_a_value_that_cannot_be_shared_stays_local_and_others_fetch_at_once(
 ) -> None:
     leader = RedisTier(redis_url, max_value_bytes=1024, lease=30.0)
     other = RedisTier(redis_url, max_value_bytes=1024, lease=30.0)
-    leading, release = threading.Event(), threading.Event()
-    found: dict[str, Any] = {}
-
-    def slow() -> Any:
-        leading.set()
-        release.wait(10)
-        return value
-
-    first = threading.Thread(
-        target=lambda: found.setdefault("lead", leader.load("q", (), 60, slow))
-    )
-    first.start()
-    assert leading.wait(10)
-    second = threading.Thread(target=lambda: found.setdefault("wait", other.load("q", (), 60, str)))
-    second.start()
+    held = HeldLeader(leader, "q", value)
+    waiting = InThread(lambda: other.load("q", (), 60.0, str))
     time.sleep(0.05)
-    release.set()
-    first.join(10)
-    second.join(10)
-    assert not second.is_alive()
-    assert found["lead"].value is value
-    assert found["lead"].outcome == "fetched"
-    assert (found["wait"].value, found["wait"].outcome) == ("", "fetched")
+    led = held.finish()
+    assert led.value is value
+    assert led.outcome == "fetched"
+    found = waiting.join()  # woken by the leader: it fetched for itself at once
+    assert (found.value, found.outcome) == ("", "fetched")
     later = other.load("q", (), 60.0, lambda: "own")
     assert (later.value, later.outcome) == ("own", "fetched")  # no lease queue: fetch here
     assert leader.errors == other.errors == 0

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import multiprocessing
 import os
 import signal
 import threading
@@ -16,17 +15,8 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
+from .conftest import SPAWN, HeldLeader, InThread, wait_until
 from .workers import COUNTER
-
-SPAWN = multiprocessing.get_context("spawn")
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -174,26 +164,13 @@ def test_one_tier_serves_threads_and_several_event_loops(redis_url: str, raw: re
 
 def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
     """While one fetch runs, a waiting process sends a bounded number of commands."""
-    leader_tier = RedisTier(redis_url)
+    held = HeldLeader(RedisTier(redis_url), "q", "v")
     waiter_tier = RedisTier(redis_url)
-    release = threading.Event()
-    leading = threading.Event()
-
-    def slow() -> str:
-        leading.set()
-        release.wait(10)
-        return "v"
-
-    first = threading.Thread(target=lambda: leader_tier.load("q", (), 30.0, slow))
-    first.start()
-    assert leading.wait(10)
     before = server.client().info("commandstats")
-    second = threading.Thread(target=lambda: waiter_tier.load("q", (), 30.0, lambda: "x"))
-    second.start()
+    waiting = InThread(lambda: waiter_tier.load("q", (), 30.0, lambda: "x"))
     time.sleep(0.3)  # let a polling waiter show itself; a blocking one sends nothing meanwhile
-    release.set()
-    first.join(10)
-    second.join(10)
+    held.finish()
+    assert waiting.join().outcome == "shared_wait"
     after = server.client().info("commandstats")
 
     def calls(stats: dict[str, Any]) -> int:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import multiprocessing
 import time
 from typing import Any
 
@@ -12,18 +11,9 @@ import redis
 from wm_middleware import RedisTier, WorkingMemory
 
 from . import workers
+from .conftest import SPAWN, wait_until
 from .servers import Server
 from .workers import COUNTER
-
-SPAWN = multiprocessing.get_context("spawn")
-
-
-def wait_until(predicate: Any, limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])

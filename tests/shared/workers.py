@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import redis
@@ -21,39 +22,46 @@ def counted_fetch(url: str, value: Any, seconds: float) -> Any:
     return value
 
 
+def _crowd(mode: str, callers: int, call: Callable[[], Any], acall: Callable[[], Any]) -> list[Any]:
+    """``callers`` concurrent calls: threads running ``call``, or tasks of one loop awaiting
+    ``acall()``. Returns their results."""
+    if mode == "async":
+
+        async def main() -> list[Any]:
+            return list(await asyncio.gather(*(acall() for _ in range(callers))))
+
+        return asyncio.run(main())
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(call())) for _ in range(callers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return results
+
+
+def _fetchers(url: str, value: Any, seconds: float) -> tuple[Callable[[], Any], Any]:
+    async def afetch() -> Any:
+        return await asyncio.to_thread(counted_fetch, url, value, seconds)
+
+    return (lambda: counted_fetch(url, value, seconds)), afetch
+
+
 def herd(
     url: str, key: str, callers: int, seconds: float, mode: str, barrier: Any, out: Any
 ) -> None:
     """``callers`` concurrent loads of ``key`` in this process; puts their outcomes on ``out``."""
     tier = RedisTier(url, lease=10.0)
+    fetch, afetch = _fetchers(url, {"v": key}, seconds)
     barrier.wait()
-    if mode == "sync":
-        outcomes: list[str] = []
-
-        def one() -> None:
-            result = tier.load(key, (), 30.0, lambda: counted_fetch(url, {"v": key}, seconds))
-            assert result.value == {"v": key}
-            outcomes.append(result.outcome)
-
-        threads = [threading.Thread(target=one) for _ in range(callers)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    else:
-
-        async def fetch() -> Any:
-            return await asyncio.to_thread(counted_fetch, url, {"v": key}, seconds)
-
-        async def main() -> list[str]:
-            results = await asyncio.gather(
-                *(tier.aload(key, (), 30.0, fetch) for _ in range(callers))
-            )
-            assert all(r.value == {"v": key} for r in results)
-            return [r.outcome for r in results]
-
-        outcomes = asyncio.run(main())
-    out.put((outcomes, tier.errors))
+    results = _crowd(
+        mode,
+        callers,
+        lambda: tier.load(key, (), 30.0, fetch),
+        lambda: tier.aload(key, (), 30.0, afetch),
+    )
+    assert all(r.value == {"v": key} for r in results)
+    out.put(([r.outcome for r in results], tier.errors))
 
 
 def hold_lease(url: str, key: str, lease: float) -> None:
@@ -88,27 +96,10 @@ def memory_herd(
     from wm_middleware import WorkingMemory
 
     memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=10.0))
+    fetch, afetch = _fetchers(url, {"q": query}, seconds)
     barrier.wait()
-    if mode == "sync":
-        threads = [
-            threading.Thread(
-                target=lambda: memory.search(
-                    query, lambda: counted_fetch(url, {"q": query}, seconds)
-                )
-            )
-            for _ in range(callers)
-        ]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-    else:
-
-        async def fetch() -> Any:
-            return await asyncio.to_thread(counted_fetch, url, {"q": query}, seconds)
-
-        async def main() -> None:
-            await asyncio.gather(*(memory.asearch(query, fetch) for _ in range(callers)))
-
-        asyncio.run(main())
+    results = _crowd(
+        mode, callers, lambda: memory.search(query, fetch), lambda: memory.asearch(query, afetch)
+    )
+    assert all(r == {"q": query} for r in results)
     out.put(memory.stats())
