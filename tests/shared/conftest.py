@@ -29,6 +29,20 @@ def wait_until(predicate: Callable[[], object], limit: float = 10.0) -> None:
         time.sleep(0.005)
 
 
+def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:
+    """Run ``target(*args, barrier, out)`` in ``processes`` spawned processes that start
+    together; return what each put on ``out``."""
+    barrier, out = SPAWN.Barrier(processes), SPAWN.Queue()
+    started = [SPAWN.Process(target=target, args=(*args, barrier, out)) for _ in range(processes)]
+    for process in started:
+        process.start()
+    reports = [out.get(timeout=60) for _ in started]
+    for process in started:
+        process.join(30)
+        assert process.exitcode == 0
+    return reports
+
+
 class InThread:
     """``call()`` on a thread of its own; ``join()`` returns its result."""
 

@@ -15,7 +15,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, wait_until
+from .conftest import SPAWN, HeldLeader, InThread, fleet, wait_until
 from .workers import COUNTER
 
 
@@ -23,20 +23,7 @@ from .workers import COUNTER
 def test_three_processes_of_ten_callers_make_one_upstream_fetch(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:
-    barrier = SPAWN.Barrier(3)
-    out = SPAWN.Queue()
-    processes = [
-        SPAWN.Process(
-            target=workers.herd, args=(redis_url, "preferences", 10, 0.2, mode, barrier, out)
-        )
-        for _ in range(3)
-    ]
-    for process in processes:
-        process.start()
-    reports = [out.get(timeout=60) for _ in processes]
-    for process in processes:
-        process.join(30)
-        assert process.exitcode == 0
+    reports = fleet(workers.herd, 3, redis_url, "preferences", 10, 0.2, mode)
     assert int(raw.get(COUNTER) or 0) == 1
     outcomes = [o for report, _ in reports for o in report]
     assert len(outcomes) == 30

@@ -11,7 +11,7 @@ import redis
 from wm_middleware import RedisTier, WorkingMemory
 
 from . import workers
-from .conftest import SPAWN, wait_until
+from .conftest import fleet, wait_until
 from .servers import Server
 from .workers import COUNTER
 
@@ -20,18 +20,7 @@ from .workers import COUNTER
 def test_a_fleet_of_memories_fetches_once_and_accounts_every_lookup(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:
-    barrier, out = SPAWN.Barrier(3), SPAWN.Queue()
-    processes = [
-        SPAWN.Process(
-            target=workers.memory_herd, args=(redis_url, "prefs", 10, 0.2, mode, barrier, out)
-        )
-        for _ in range(3)
-    ]
-    for process in processes:
-        process.start()
-    stats = [out.get(timeout=60) for _ in processes]
-    for process in processes:
-        process.join(30)
+    stats = fleet(workers.memory_herd, 3, redis_url, "prefs", 10, 0.2, mode)
     assert int(raw.get(COUNTER) or 0) == 1
     assert sum(s.misses for s in stats) == 1
     assert sum(s.hits + s.misses + s.coalesced for s in stats) == 30
