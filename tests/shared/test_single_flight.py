@@ -169,3 +169,26 @@ def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
     # get-or-lease, BLMOVE, get-or-lease for the waiter; store for the leader (+1 for a script
     # load after a server restart).
     assert calls(after) - calls(before) <= 5
+
+
+def test_one_wake_up_reaches_every_waiting_process(redis_url: str, raw: redis.Redis) -> None:
+    # Separate tiers: separate connections and blocking calls, as separate processes have.
+    held = HeldLeader(RedisTier(redis_url, lease=30.0), "q", "v")
+    waiters = [RedisTier(redis_url, lease=30.0) for _ in range(4)]
+    calls = [InThread(lambda t=t: t.load("q", (), 60.0, lambda: "own")) for t in waiters]
+    wait_until(lambda: sum(c.get("cmd") == "blmove" for c in raw.client_list()) == 4)
+    assert held.finish().outcome == "fetched"
+    # A wake-up that reached one waiter only would leave the others blocked for the lease.
+    results = [call.join() for call in calls]
+    assert {(r.value, r.outcome) for r in results} == {("v", "shared_wait")}
+
+
+def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str) -> None:
+    held = HeldLeader(RedisTier(redis_url, op_timeout=0.05), "q", "v")
+    waiter = RedisTier(redis_url, op_timeout=0.05)
+    waiting = InThread(lambda: waiter.load("q", (), 60.0, lambda: "own"))
+    time.sleep(0.3)  # six times op_timeout: the blocking connection must not time out
+    held.finish()
+    result = waiting.join()
+    assert (result.value, result.outcome) == ("v", "shared_wait")
+    assert waiter.errors == 0
