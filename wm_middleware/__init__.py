@@ -56,7 +56,7 @@ def __getattr__(name: str) -> Any:
         return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
     if name == "RedisTier":
         # redis-py is an extra (``wm-middleware[redis]``): the core never imports it.
-        from ._redis_tier import RedisTier
+        from ._redis import RedisTier
 
         return RedisTier
     if name == "configure_otlp":

@@ -43,6 +43,11 @@ def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:
     return reports
 
 
+def blocked(raw: redis.Redis) -> int:
+    """How many clients are blocked in a command (waiters in BLMOVE) right now."""
+    return sum("b" in c["flags"] for c in raw.client_list())
+
+
 class InThread:
     """``call()`` on a thread of its own; ``join()`` returns its result."""
 

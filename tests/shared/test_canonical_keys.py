@@ -11,7 +11,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from wm_middleware._keys import make_key
-from wm_middleware._redis_tier import canonical_key, key_from_canonical
+from wm_middleware._redis.encoding import canonical_key, key_from_canonical
 
 atoms = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)
@@ -39,7 +39,7 @@ def test_canonical_keys_do_not_depend_on_the_hash_seed() -> None:
     key = make_key("prefs", {"container_tags": {"b", "a"}, "limit": 5, "rerank": True})
     code = (
         "from wm_middleware._keys import make_key;"
-        "from wm_middleware._redis_tier import canonical_key;"
+        "from wm_middleware._redis.encoding import canonical_key;"
         "print(canonical_key(make_key('prefs', {'container_tags': {'b', 'a'}, 'limit': 5,"
         " 'rerank': True})))"
     )

@@ -10,7 +10,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, Sink, wait_until
+from .conftest import SPAWN, HeldLeader, InThread, Sink, blocked, wait_until
 from .servers import Server
 
 TENANT_A = ("tenant", ("https://api.supermemory.ai", "fp-a"))
@@ -151,7 +151,7 @@ def test_a_value_shared_across_a_subscriber_loss_is_not_kept_locally(
     wait_until(lambda: waiter.subscribed)
     held = HeldLeader(leader, "q", "v")
     waiting = InThread(lambda: waiter.load("q", (), 60.0, str))
-    wait_until(lambda: any(c.get("cmd") == "blmove" for c in raw.client_list()))
+    wait_until(lambda: blocked(raw) >= 1)
     raw.client_kill_filter(_type="pubsub")  # invalidations sent now would be lost
     wait_until(lambda: any(everything for _, _, everything in sink.drops))
     held.finish()

@@ -15,7 +15,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, fleet, wait_until
+from .conftest import SPAWN, HeldLeader, InThread, blocked, fleet, wait_until
 from .workers import COUNTER
 
 
@@ -77,7 +77,7 @@ def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
     assert leading.wait(10)
     second = threading.Thread(target=waiter)
     second.start()
-    wait_until(lambda: any(c.get("cmd") == "blmove" for c in raw.client_list()))
+    wait_until(lambda: blocked(raw) >= 1)
     assert "result" not in seen  # it is waiting on the leader
     failing.set()
     first.join(10)
@@ -176,7 +176,7 @@ def test_one_wake_up_reaches_every_waiting_process(redis_url: str, raw: redis.Re
     held = HeldLeader(RedisTier(redis_url, lease=30.0), "q", "v")
     waiters = [RedisTier(redis_url, lease=30.0) for _ in range(4)]
     calls = [InThread(lambda t=t: t.load("q", (), 60.0, lambda: "own")) for t in waiters]
-    wait_until(lambda: sum(c.get("cmd") == "blmove" for c in raw.client_list()) == 4)
+    wait_until(lambda: blocked(raw) == 4)
     assert held.finish().outcome == "fetched"
     # A wake-up that reached one waiter only would leave the others blocked for the lease.
     results = [call.join() for call in calls]
