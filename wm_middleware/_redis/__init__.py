@@ -27,12 +27,15 @@ process's L1. How, in one place:
   ``breaker_cooldown`` seconds, then one call probes. A tier failure is counted in ``errors`` and
   the fetch runs directly: a call never fails because of the tier.
 * **Invalidation delivery.** One subscriber thread per process listens on the namespace's
-  channel and drops matching L1 entries through ``drop_local``. It pings every 0.1 s; a
-  connection lost (or silent for 0.4 s) makes it clear the bound memories and, until it is
-  subscribed again, values from the shared tier are returned but not kept in L1.
+  channel (plain ``PUBLISH``, which a Cluster relays to every node) and drops matching L1 entries
+  through ``drop_local``. It pings every 0.1 s; a connection lost (or silent for 0.4 s) makes it
+  clear the bound memories, again once it is back, and until then values from the shared tier
+  are returned but not kept in L1.
 * **Processes, threads, loops.** Connections, the subscriber and locks are made lazily in the
   process that uses them (a pid change resets them: gunicorn and Celery fork after import). Sync
-  calls share one pool; each event loop gets its own asyncio clients.
+  calls share one pool; each event loop gets its own asyncio clients (measured: a shared hit
+  106 us p50 that way against 136 us for the sync client in a thread, and a waiter holds no
+  thread while it blocks).
 * **Values.** JSON by default: only values that survive a JSON round trip unchanged are shared;
   others (and values over ``max_value_bytes``) stay in this process's L1, silently, and a marker
   tells other processes to fetch for themselves rather than queue behind a lease. Never pickle.
