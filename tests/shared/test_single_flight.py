@@ -192,3 +192,24 @@ def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str) -> None:
     result = waiting.join()
     assert (result.value, result.outcome) == ("v", "shared_wait")
     assert waiter.errors == 0
+
+
+def test_a_waiter_past_its_deadline_fetches_itself(redis_url: str, raw: redis.Redis) -> None:
+    """The first leader hangs; the lease passes to a slow second leader; the last waiter stops
+    waiting after ``lease`` seconds in all and fetches for itself."""
+    hung = HeldLeader(RedisTier(redis_url, lease=0.5), "q", "late")  # finishes after the test
+    outcomes: list[str] = []
+    tiers = [RedisTier(redis_url, lease=0.5) for _ in range(2)]
+    for tier in tiers:
+        tier.on_operation = lambda outcome, _s: outcomes.append(outcome)
+
+    def slow() -> str:
+        time.sleep(1.0)
+        return "mine"
+
+    calls = [InThread(lambda t=t: t.load("q", (), 60.0, slow)) for t in tiers]
+    results = [call.join() for call in calls]
+    assert {(r.value, r.outcome) for r in results} == {("mine", "fetched")}
+    assert outcomes.count("wait_timeout") == 1  # the other one took the expired lease
+    assert outcomes.count("lease") == 1
+    hung.finish()
