@@ -94,6 +94,7 @@ class Server:
                     return self
             except redis.RedisError:
                 if time.monotonic() > deadline or self.process.poll() is not None:
+                    self.stop()
                     raise RuntimeError(f"server on port {self.port} did not start") from None
                 time.sleep(0.02)
 
@@ -130,6 +131,13 @@ class Cluster:
             node.extra = (*node.extra, "--cluster-config-file", f"{node.dir}/nodes.conf")
 
     def start(self) -> Cluster:
+        try:
+            return self._start()
+        except BaseException:
+            self.close()  # no server outlives a failed start
+            raise
+
+    def _start(self) -> Cluster:
         for node in self.nodes:
             node.start()
         step = 16384 // len(self.nodes)
