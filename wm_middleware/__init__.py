@@ -49,6 +49,7 @@ __all__ = [
     "AsyncCachingTransport",
     "CacheStats",
     "CachingTransport",
+    "RedisTier",
     "WorkingMemory",
     "WorkingMemoryInstrumentor",
     "__version__",
@@ -65,6 +66,11 @@ def __getattr__(name: str) -> Any:
         from ._adapters.httpx_transport import AsyncCachingTransport, CachingTransport
 
         return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
+    if name == "RedisTier":
+        # redis-py is an extra (``wm-middleware[redis]``): the core never imports it.
+        from ._redis import RedisTier
+
+        return RedisTier
     if name == "configure_otlp":
         from ._otlp import configure_otlp
 
