@@ -3,19 +3,25 @@
 * Every Python block runs, as a user would run it, in the environment it names in the comment
   before it (``<!-- env: sdk5 -->``, ``sdk3`` or ``any``; blocks of the other SDK generation are
   skipped here and run in the other nox session), against ``wm-middleware serve --demo-data``
-  with the ``SUPERMEMORY_*`` variables the README tells the reader to set. A print marked
+  with the ``SUPERMEMORY_*`` variables the README tells the reader to set. ``+otlp``
+  (``sdk5+otlp``) adds an OTLP/HTTP collector at ``OTEL_EXPORTER_OTLP_ENDPOINT``, which must
+  receive the block's spans. A print marked
   ``# -> text`` must print a line starting with ``text``.
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
   lengths aside.
 * The examples table lists every example, and every extra the README names exists.
+* The usage in ``wm_middleware``'s module docstring shows supermemory 5.x, then 3.x, and each
+  block runs in its SDK's session.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import re
 import subprocess
 import sys
+import textwrap
 import tomllib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -87,11 +93,19 @@ def demo_emulator() -> Iterator[str]:
         yield base_url
 
 
+def _wants(block: Block) -> tuple[str, set[str]]:
+    """A block's environment and what else it needs: ``<!-- env: sdk5+otlp -->`` is
+    ``("sdk5", {"otlp"})``, an OTLP collector at ``OTEL_EXPORTER_OTLP_ENDPOINT``."""
+    generation, *needs = (block.marker[1] if block.marker else "?").split("+")
+    return generation, set(needs)
+
+
 def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
-    environments = [b.marker[1] for b in PYTHON if b.marker is not None]
+    environments = [_wants(b)[0] for b in PYTHON if b.marker is not None]
 
     assert len(environments) == len(PYTHON), "every Python block names its environment"
     assert set(environments) <= {"sdk3", "sdk5", "any"}
+    assert set().union(*(_wants(b)[1] for b in PYTHON)) <= {"otlp"}
     assert {"sdk3", "sdk5"} <= set(environments)
     # The current SDK (what `pip install supermemory` installs) comes first.
     assert environments.index("sdk5") < environments.index("sdk3")
@@ -101,23 +115,31 @@ def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
 def test_python_block_runs_against_the_emulator(
     block: Block, request: pytest.FixtureRequest
 ) -> None:
-    wanted = block.marker[1] if block.marker else "?"
+    wanted, needs = _wants(block)
     if wanted != "any" and wanted != _supermemory_generation():
         pytest.skip(f"a {wanted} block: it runs in the {wanted} test session")
     demo_emulator: str = request.getfixturevalue("demo_emulator")
+    extra = {"SUPERMEMORY_BASE_URL": demo_emulator, "SUPERMEMORY_API_KEY": "sk-wm-demo"}
 
-    result = subprocess.run(
-        [sys.executable, "-c", block.text],
-        cwd=ROOT,
-        env=environment(SUPERMEMORY_BASE_URL=demo_emulator, SUPERMEMORY_API_KEY="sk-wm-demo"),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    with contextlib.ExitStack() as stack:
+        if "otlp" in needs:  # a collector where the README says to point the block
+            from .telemetry._otlp_receiver import http_receiver
+
+            extra["OTEL_EXPORTER_OTLP_ENDPOINT"], received = stack.enter_context(http_receiver())
+        result = subprocess.run(
+            [sys.executable, "-c", block.text],
+            cwd=ROOT,
+            env=environment(**extra),
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
 
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
+    if "otlp" in needs:
+        assert "search_memory" in {span["name"] for span in received.spans}
     printed = iter(result.stdout.splitlines())
     for expected in re.findall(r"^\s*print\(.*\)\s+# -> (.+)$", block.text, flags=re.MULTILINE):
         assert any(line.startswith(expected) for line in printed), (expected, result.stdout)
@@ -195,3 +217,39 @@ def test_every_extra_the_readme_installs_exists() -> None:
 
     assert named, "the README installs the package with its extras"
     assert named <= set(extras)
+
+
+def _package_usage() -> list[tuple[str, str]]:
+    """(sdk generation, code) of each usage block in ``wm_middleware``'s module docstring."""
+    import wm_middleware
+
+    found = re.findall(
+        r"^(.*?(\d)\.x.*)::\n\n((?:    .*\n|\n)+)", wm_middleware.__doc__ or "", flags=re.M
+    )
+    return [(f"sdk{major}", textwrap.dedent(code)) for _, major, code in found]
+
+
+def test_the_package_docstring_shows_the_current_sdk_first_then_3x() -> None:
+    assert [generation for generation, _ in _package_usage()] == ["sdk5", "sdk3"]
+
+
+@pytest.mark.parametrize(("generation", "code"), _package_usage(), ids=["sdk5", "sdk3"])
+def test_the_package_docstring_usage_runs_against_the_emulator(
+    generation: str, code: str, request: pytest.FixtureRequest
+) -> None:
+    if generation != _supermemory_generation():
+        pytest.skip(f"a {generation} block: it runs in the {generation} test session")
+    demo_emulator: str = request.getfixturevalue("demo_emulator")
+
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=environment(SUPERMEMORY_BASE_URL=demo_emulator, SUPERMEMORY_API_KEY="sk-wm-demo"),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("CacheStats(hits=1, misses=1, coalesced=0")

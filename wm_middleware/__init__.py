@@ -5,18 +5,30 @@ in-process LRU + TTL cache with single-flight in front of the existing Python cl
 repeated search costs a dict lookup instead of a network round trip, and makes every read
 observable with OpenTelemetry.
 
-Usage::
+Usage with supermemory 5.x (what ``pip install supermemory`` installs)::
 
     import wm_middleware
     from supermemory import Supermemory
 
     memory = wm_middleware.instrument()          # patches the supermemory clients in-process
-    client = Supermemory(api_key="...")
-    client.search.memories(q="user preferences", container_tag="user-1")   # network
-    client.search.memories(q="user preferences", container_tag="user-1")   # cache hit
+    client = Supermemory()                       # SUPERMEMORY_API_KEY from the environment
+    client.search("user-1", query="user preferences")   # network
+    client.search("user-1", query="user preferences")   # from the working memory
     print(memory.stats())   # CacheStats(hits=1, misses=1, coalesced=0, ...)
 
-Or without monkeypatching: ``cached = wm_middleware.wrap(client)``.
+With supermemory 3.x (what supermemory-openai-sdk and the other integrations pin)::
+
+    import wm_middleware
+    from supermemory import Supermemory
+
+    memory = wm_middleware.instrument()
+    client = Supermemory()
+    client.search.memories(q="user preferences", container_tag="user-1")   # network
+    client.search.memories(q="user preferences", container_tag="user-1")   # from the memory
+    print(memory.stats())   # CacheStats(hits=1, misses=1, coalesced=0, ...)
+
+Or without monkeypatching: ``cached = wm_middleware.wrap(client)`` is a cached copy of either
+generation's client; ``client`` stays uncached.
 
 What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
 ``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
@@ -37,6 +49,7 @@ __all__ = [
     "AsyncCachingTransport",
     "CacheStats",
     "CachingTransport",
+    "RedisTier",
     "WorkingMemory",
     "WorkingMemoryInstrumentor",
     "__version__",
@@ -53,6 +66,11 @@ def __getattr__(name: str) -> Any:
         from ._adapters.httpx_transport import AsyncCachingTransport, CachingTransport
 
         return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
+    if name == "RedisTier":
+        # redis-py is an extra (``wm-middleware[redis]``): the core never imports it.
+        from ._redis import RedisTier
+
+        return RedisTier
     if name == "configure_otlp":
         from ._otlp import configure_otlp
 

@@ -113,7 +113,7 @@ def _shared_tier(shared: object, name: str = "shared") -> SharedTier | None:
             f"{name} must be a redis://, rediss:// or unix:// URL, got {_shown(shared)}"
         )
     try:
-        from ._redis_tier import RedisTier
+        from ._redis import RedisTier
     except ImportError:
         raise ImportError(f"{name} needs redis-py: pip install 'wm-middleware[redis]'") from None
     return RedisTier(shared)
@@ -156,6 +156,17 @@ def _settings(kwargs: Mapping[str, Any]) -> dict[str, Any]:
         if name not in settings:
             settings[name] = _env_bool(variable, default)
     return settings
+
+
+def _store_id(store_id: object) -> str | None:
+    """``store_id`` checked: ``None`` (the environment's, else ``supermemory``) or a name."""
+    if store_id is None:
+        return None
+    if not isinstance(store_id, str):
+        raise TypeError(f"store_id must be a str, not {type(store_id).__name__}")
+    if not store_id.strip():
+        raise ValueError("store_id must name the memory store, got an empty string")
+    return store_id
 
 
 def _memory_from(
@@ -204,7 +215,8 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
     ``opentelemetry-instrument`` loader passes none) come from ``WM_MIDDLEWARE_MAX_ENTRIES``
     (int >= 1), ``WM_MIDDLEWARE_TTL`` (seconds > 0), ``WM_MIDDLEWARE_SHARED_URL`` (a redis:// URL
     for a shared ``RedisTier``), ``WM_MIDDLEWARE_CACHE``, ``WM_MIDDLEWARE_TRACE_HITS`` and
-    ``WM_MIDDLEWARE_HTTPX`` (true|false); a variable is read only when its setting is missing
+    ``WM_MIDDLEWARE_HTTPX`` (true|false) and ``WM_MIDDLEWARE_STORE_ID``
+    (``gen_ai.memory.store.id``); a variable is read only when its setting is missing
     (``working_memory=`` covers size, ttl and the shared tier). Prefer
     :func:`wm_middleware.instrument`, which validates its arguments, raises on bad ones, and
     returns the working memory.
@@ -255,6 +267,7 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             kwargs.get("tracer_provider"),
             kwargs.get("meter_provider"),
             trace_hits=kwargs.get("trace_hits", True),
+            store_id=kwargs.get("store_id"),
         )
         runtime = Runtime(memory, telemetry, cache=kwargs.get("cache", True))
         with_httpx = kwargs.get("httpx", False)
@@ -312,6 +325,7 @@ def instrument(
     trace_hits: bool = True,
     httpx: bool = False,
     otlp_endpoint: str | None = None,
+    store_id: str | None = None,
     shared: str | SharedTier | None = None,
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
@@ -328,15 +342,22 @@ def instrument(
         cache: ``False`` observes without caching (every read recorded as ``bypass``).
         trace_hits: ``False`` makes no span per hit (metrics still count every hit).
         httpx: also cache plain ``httpx`` clients that call the API paths.
-        otlp_endpoint: install SDK providers exporting over OTLP/HTTP to this endpoint, unless the
-            application configured its own (see :func:`wm_middleware.configure_otlp`).
+        otlp_endpoint: install SDK providers exporting over OTLP to this endpoint, unless the
+            application configured its own (see :func:`wm_middleware.configure_otlp`). The
+            protocol follows ``OTEL_EXPORTER_OTLP_PROTOCOL`` (and its per-signal variants):
+            ``http/protobuf`` by default (port 4318) or ``grpc`` (port 4317). Without it,
+            ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone does the same.
+        store_id: ``gen_ai.memory.store.id`` on every span: the name of the memory store, never
+            a user (default ``WM_MIDDLEWARE_STORE_ID``, else ``"supermemory"``).
+
         shared: a second tier shared by every process using it: a ``redis://`` / ``rediss://``
             URL (a ``RedisTier(url)`` is made; needs the ``redis`` extra) or a ``RedisTier``.
             With ``working_memory``, give the tier to that memory instead.
 
     Raises:
-        TypeError, ValueError: a bad argument.
-        ImportError: ``shared`` is a URL and redis-py is not installed.
+        TypeError, ValueError: a bad argument (also an unsupported OTLP protocol).
+        ImportError: ``otlp_endpoint`` without the ``otlp`` extra installed, or ``shared`` a URL
+            without redis-py (the ``redis`` extra).
     """
     with _LOCK:
         return _instrument_once(
@@ -349,6 +370,7 @@ def instrument(
             trace_hits=trace_hits,
             httpx=httpx,
             otlp_endpoint=otlp_endpoint,
+            store_id=store_id,
             shared=shared,
         )
 
@@ -364,6 +386,7 @@ def _instrument_once(
     trace_hits: bool,
     httpx: bool,
     otlp_endpoint: str | None,
+    store_id: str | None,
     shared: str | SharedTier | None,
 ) -> WorkingMemory[Any]:
     instrumentor = WorkingMemoryInstrumentor()
@@ -372,6 +395,7 @@ def _instrument_once(
     for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
         if not isinstance(flag, bool):
             raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+    store_id = _store_id(store_id)
     memory = _memory_from(working_memory, max_entries, ttl, shared)
     if otlp_endpoint is not None:
         from ._otlp import configure_otlp
@@ -395,6 +419,7 @@ def _instrument_once(
         cache=cache,
         trace_hits=trace_hits,
         httpx=httpx,
+        store_id=store_id,
     )
     return memory
 
@@ -413,6 +438,7 @@ def wrap(
     tracer_provider: TracerProvider | None = None,
     meter_provider: MeterProvider | None = None,
     trace_hits: bool = True,
+    store_id: str | None = None,
     shared: str | SharedTier | None = None,
 ) -> Any:
     """A cached copy of ``client``, without monkeypatching anything.
@@ -423,13 +449,20 @@ def wrap(
     and traced once, by the copy. ``shared`` is a second tier shared with other processes, as for
     :func:`instrument`.
 
+    ``store_id`` is the copy's ``gen_ai.memory.store.id`` (default ``WM_MIDDLEWARE_STORE_ID``,
+    else ``supermemory``); ``tracer_provider``, ``meter_provider`` and ``trace_hits`` are as for
+    :func:`instrument`.
+
     Raises:
         TypeError: ``client`` is not a client this library knows, or a bad argument.
         ValueError: a bad argument value.
         ImportError: ``shared`` is a URL and redis-py is not installed.
     """
     memory = _memory_from(working_memory, max_entries, ttl, shared)
-    runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider, trace_hits=trace_hits))
+    telemetry = Telemetry(
+        tracer_provider, meter_provider, trace_hits=trace_hits, store_id=_store_id(store_id)
+    )
+    runtime = Runtime(memory, telemetry)
     for module in _adapter_modules():
         wrapper = getattr(module, "wrap", None)
         if wrapper is None:

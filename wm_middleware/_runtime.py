@@ -79,6 +79,9 @@ class Write:
     scopes: tuple[Hashable, ...]
     server: tuple[str, int | None]
     deletes: bool = False
+    # Records a batch or bulk write attempts, counted in its request body; ``None``: one for a
+    # single-record write, else unknown (see ``Telemetry.write_span``).
+    records: int | None = None
 
 
 class Runtime:
@@ -323,7 +326,9 @@ class Runtime:
                 return call()
             finally:
                 self.memory.invalidate_scope(*write.scopes)
-        with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
+        with self.telemetry.write_span(
+            write.operation, write.server, write.deletes, write.records
+        ) as span:
             token = _HANDLING.set(True)
             try:
                 return call()
@@ -346,7 +351,9 @@ class Runtime:
                 return await call()
             finally:
                 self.memory.invalidate_scope(*write.scopes)
-        with self.telemetry.write_span(write.operation, write.server, write.deletes) as span:
+        with self.telemetry.write_span(
+            write.operation, write.server, write.deletes, write.records
+        ) as span:
             token = _HANDLING.set(True)
             try:
                 return await call()

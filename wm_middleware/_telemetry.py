@@ -119,8 +119,9 @@ SHARED_OPERATIONS: Final = "wm.shared.operations"
 SHARED_DURATION: Final = "wm.shared.duration"
 SHARED_OUTCOME: Final = "wm.shared.outcome"
 
-# Write operations that touch a number of records the call path does not know (batches, bulk
-# deletes, whole namespaces) or no memory record at all: no record count is guessed for them.
+# The fallback when an adapter passes no count: write operations that touch a number of records
+# their request does not list (bulk deletes by tag, whole namespaces) or no memory record at all
+# get no guessed record count.
 _UNCOUNTED_WRITES: Final = (
     "batch",
     "bulk",

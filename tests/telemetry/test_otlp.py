@@ -1,24 +1,20 @@
 """One call to see it in Jaeger: OTLP export over HTTP/protobuf and gRPC, checked over the wire.
 
-Loopback OTLP receivers (``http.server`` for HTTP, a ``grpc`` server for gRPC, on 127.0.0.1)
-decode what arrives with opentelemetry-proto. Global providers can be set once per process, so
-each case runs a small program in a subprocess: it instruments, calls the emulator started
-here, and exits. Nothing forces an export before exit (batch delay and metric interval are
-seconds away), so what the receiver gets proves the flush at exit.
+Loopback OTLP receivers (``_otlp_receiver``: ``http.server`` for HTTP, a ``grpc`` server for
+gRPC, on 127.0.0.1) decode what arrives with opentelemetry-proto. Global providers can be set
+once per process, so each case runs a small program in a subprocess: it instruments, calls the
+emulator started here, and exits. Nothing forces an export before exit (batch delay and metric
+interval are seconds away), so what the receiver gets proves the flush at exit.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
 import sys
 import textwrap
-import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -27,17 +23,11 @@ import pytest
 pytest.importorskip("opentelemetry.exporter.otlp.proto.http", reason="the otlp extra")
 if not pytest.importorskip("supermemory").__version__.startswith("3."):
     pytest.skip("drives the supermemory 3.x API", allow_module_level=True)
-from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-    ExportMetricsServiceRequest,
-    ExportMetricsServiceResponse,
-)
-from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-    ExportTraceServiceRequest,
-    ExportTraceServiceResponse,
-)
-from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
 from wm_middleware.emulator import EmulatorServer
+
+from ._otlp_receiver import Received, attributes_of, http_receiver
+from ._otlp_receiver import grpc_receiver as grpc_otlp_receiver
 
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "sk-otlp-KEY-MARKER-9d1e"
@@ -95,124 +85,17 @@ PROGRAM = textwrap.dedent(
 )
 
 
-@dataclass
-class Received:
-    spans: list[dict[str, Any]] = field(default_factory=list)
-    metrics: dict[str, list[Any]] = field(default_factory=dict)  # name -> [(metric, resource)]
-    resources: list[dict[str, Any]] = field(default_factory=list)
-    paths: list[str] = field(default_factory=list)
-    raw: bytes = b""
-
-
-def _value(any_value: Any) -> Any:
-    kind = any_value.WhichOneof("value")
-    return getattr(any_value, kind) if kind else None
-
-
-def _attrs(items: list[KeyValue] | Any) -> dict[str, Any]:
-    return {kv.key: _value(kv.value) for kv in items}
-
-
-def _take_traces(got: Received, request: ExportTraceServiceRequest) -> None:
-    for resource_spans in request.resource_spans:
-        got.resources.append(_attrs(resource_spans.resource.attributes))
-        for scope in resource_spans.scope_spans:
-            for span in scope.spans:
-                got.spans.append({"name": span.name, **_attrs(span.attributes)})
-
-
-def _take_metrics(got: Received, request: ExportMetricsServiceRequest) -> None:
-    for resource_metrics in request.resource_metrics:
-        got.resources.append(_attrs(resource_metrics.resource.attributes))
-        for scope in resource_metrics.scope_metrics:
-            for metric in scope.metrics:
-                got.metrics.setdefault(metric.name, []).append(metric)
-
-
-class _Receiver(ThreadingHTTPServer):
-    received: Received
-    lock: threading.Lock
-
-
-class _Handler(BaseHTTPRequestHandler):
-    server: _Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        got = self.server.received
-        with self.server.lock:
-            got.paths.append(self.path)
-            got.raw += body
-            if self.path == "/v1/traces":
-                _take_traces(got, ExportTraceServiceRequest.FromString(body))
-                answer = ExportTraceServiceResponse().SerializeToString()
-            elif self.path == "/v1/metrics":
-                _take_metrics(got, ExportMetricsServiceRequest.FromString(body))
-                answer = ExportMetricsServiceResponse().SerializeToString()
-            else:
-                self.send_response(404)
-                self.end_headers()
-                return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def receiver() -> Iterator[tuple[str, Received]]:
-    server = _Receiver(("127.0.0.1", 0), _Handler)
-    server.received = Received()
-    server.lock = threading.Lock()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", server.received
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    with http_receiver() as running:
+        yield running
 
 
 @pytest.fixture
 def grpc_receiver() -> Iterator[tuple[str, Received]]:
-    """An OTLP/gRPC receiver: the trace and metrics services of opentelemetry-proto."""
-    grpc = pytest.importorskip("grpc", reason="the otlp extra installs grpcio")
-    from concurrent import futures
-
-    from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2_grpc
-    from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
-
-    got = Received()
-    lock = threading.Lock()
-
-    class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
-        def Export(self, request: Any, context: Any) -> Any:
-            with lock:
-                got.paths.append("grpc traces")
-                got.raw += request.SerializeToString()
-                _take_traces(got, request)
-            return ExportTraceServiceResponse()
-
-    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
-        def Export(self, request: Any, context: Any) -> Any:
-            with lock:
-                got.paths.append("grpc metrics")
-                got.raw += request.SerializeToString()
-                _take_metrics(got, request)
-            return ExportMetricsServiceResponse()
-
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
-    port = server.add_insecure_port("127.0.0.1:0")
-    server.start()
-    yield f"http://127.0.0.1:{port}", got
-    server.stop(grace=None)
+    pytest.importorskip("grpc", reason="the otlp extra installs grpcio")
+    with grpc_otlp_receiver() as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
@@ -271,9 +154,10 @@ def _check_export(received: Received, service: str) -> None:
         assert span["gen_ai.provider.name"] == "supermemory"
         assert span["server.address"] == "127.0.0.1"
     requests = {
-        (_attrs(p.attributes)["wm.cache.result"], _attrs(p.attributes)["supermemory.operation"]): (
-            p.as_int
-        )
+        (
+            attributes_of(p.attributes)["wm.cache.result"],
+            attributes_of(p.attributes)["supermemory.operation"],
+        ): (p.as_int)
         for p in _points(received, "wm.cache.requests")
     }
     assert requests == {
@@ -454,3 +338,53 @@ def test_unsupported_protocol_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) 
         configure_otlp("http://127.0.0.1:4318")
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", " GRPC ")
     assert otlp_protocol("metrics") == "grpc"
+
+
+# -- examples/observability.py: the protocol of the environment, reachability by a real export ---
+def _observability_example(**env: str) -> subprocess.CompletedProcess[str]:
+    from ..demo._run import run
+
+    return run("examples/observability.py", OTEL_SERVICE_NAME="observability-example", **env)
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_observability_example_exports_over_the_protocol_of_the_environment(
+    receiver: tuple[str, Received], grpc_receiver: tuple[str, Received], protocol: str
+) -> None:
+    endpoint, received = grpc_receiver if protocol == "grpc" else receiver
+
+    result = _observability_example(
+        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_EXPORTER_OTLP_PROTOCOL=protocol
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"exporting traces and metrics to {endpoint} over {protocol}" in result.stdout
+    reads = [s["wm.cache.result"] for s in received.spans if s["name"] == "search_memory"]
+    assert reads == ["miss", "hit", "hit", "hit", "hit", "miss"]
+    assert {r.get("service.name") for r in received.resources} == {"observability-example"}
+
+
+def test_observability_example_judges_a_collector_by_an_export_not_a_tcp_connect(
+    receiver: tuple[str, Received],
+) -> None:
+    http_endpoint, received = receiver  # accepts TCP connections, but speaks no gRPC
+
+    result = _observability_example(
+        OTEL_EXPORTER_OTLP_ENDPOINT=http_endpoint, OTEL_EXPORTER_OTLP_PROTOCOL="grpc"
+    )
+
+    assert result.returncode == 0, result.stderr
+    assert f"no OTLP collector accepted an export at {http_endpoint} over grpc" in result.stdout
+    assert "exporting traces" not in result.stdout
+    assert "CacheStats(hits=4, misses=2" in result.stdout
+    assert received.spans == []
+
+
+def test_observability_example_refuses_an_unsupported_protocol_in_one_line() -> None:
+    result = _observability_example(OTEL_EXPORTER_OTLP_PROTOCOL="http/json")
+
+    assert result.returncode == 1
+    assert result.stderr.strip().splitlines() == [
+        "observability.py: OTLP protocol must be one of grpc, http/protobuf, got 'http/json' "
+        "(from OTEL_EXPORTER_OTLP_PROTOCOL or the protocol argument)"
+    ]

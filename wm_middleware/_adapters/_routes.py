@@ -12,6 +12,9 @@ path segment), the operation (low-cardinality, for spans and metrics), its kind 
 * ``pass``: neither cached nor invalidating (GETs, status polls, reads of state that changes
   outside this process such as connections, previews).
 
+A batch or bulk write also names the body list of the records it attempts (``records``), which
+:func:`attempted` counts for ``gen_ai.memory.record.count``.
+
 A non-GET call under the API that the table does not know is a write of the whole tenant: dropping
 too much costs a refetch, keeping a stale answer would be a bug.
 """
@@ -28,7 +31,7 @@ from urllib.parse import unquote
 
 from ._requests import tags_in, write_scopes
 
-__all__ = ["ROUTES", "Match", "Route", "Scope", "find", "find_in", "written"]
+__all__ = ["ROUTES", "Match", "Route", "Scope", "attempted", "find", "find_in", "written"]
 
 Kind = Literal["read", "write", "pass"]
 Scope = Literal["tags", "items", "tenant", "namespace", "namespaces", "none"]
@@ -56,6 +59,7 @@ class Route:
     kind: Kind
     scope: Scope
     preview: str | None = None  # a body flag that makes this write a read-only preview
+    records: str | None = None  # the body list whose items a batch or bulk write attempts
 
     @property
     def specificity(self) -> int:
@@ -65,6 +69,13 @@ class Route:
 
 def _r(gen: Literal[3, 5], method: str, template: str, op: str, kind: Kind, scope: Scope) -> Route:
     return Route(gen, method, template, op, kind, scope)
+
+
+def _batch(
+    gen: Literal[3, 5], method: str, template: str, op: str, scope: Scope, records: str
+) -> Route:
+    """A write of many records at once, listed in the body under ``records``."""
+    return Route(gen, method, template, op, "write", scope, records=records)
 
 
 ROUTES: Final[tuple[Route, ...]] = (
@@ -80,9 +91,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r(3, "POST", "/v3/connections/{id}/connection", "connections.get_by_tag", "pass", "none"),
     _r(3, "POST", "/v3/connections/{id}/documents", "connections.list_documents", "pass", "none"),
     _r(3, "POST", "/v3/documents", "documents.add", "write", "tags"),
-    _r(3, "POST", "/v3/documents/batch", "documents.batch_add", "write", "items"),
+    _batch(3, "POST", "/v3/documents/batch", "documents.batch_add", "items", "documents"),
     _r(3, "POST", "/v3/documents/file", "documents.upload_file", "write", "tags"),
-    _r(3, "DELETE", "/v3/documents/bulk", "documents.delete_bulk", "write", "tags"),
+    _batch(3, "DELETE", "/v3/documents/bulk", "documents.delete_bulk", "tags", "ids"),
     # ``update`` may carry the document's NEW tags; the old ones are unknown here.
     _r(3, "PATCH", "/v3/documents/{id}", "documents.update", "write", "tenant"),
     _r(3, "DELETE", "/v3/documents/{id}", "documents.delete", "write", "tenant"),
@@ -114,8 +125,8 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r(5, "GET", "/connectors", "connectors.list_all", "pass", "none"),
     _r(5, "GET", "/organization", "organization.get", "pass", "none"),
     _r(5, "POST", "/ns/{ns}/document", "add", "write", "namespace"),
-    _r(5, "DELETE", "/ns/{ns}/document", "documents.delete", "write", "namespace"),
-    _r(5, "POST", "/ns/{ns}/document/batch", "documents.batch_add", "write", "namespace"),
+    _batch(5, "DELETE", "/ns/{ns}/document", "documents.delete", "namespace", "ids"),
+    _batch(5, "POST", "/ns/{ns}/document/batch", "documents.batch_add", "namespace", "documents"),
     _r(5, "POST", "/ns/{ns}/document/file", "documents.upload_file", "write", "namespace"),
     _r(
         5,
@@ -129,7 +140,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     _r(5, "PATCH", "/ns/{ns}/document/{id}", "documents.update", "write", "namespace"),
     _r(5, "PUT", "/ns/{ns}/profile/buckets", "profiles.set_buckets", "write", "namespace"),
     _r(5, "DELETE", "/ns/{ns}/profile/buckets", "profiles.delete_buckets", "write", "namespace"),
-    _r(5, "DELETE", "/ns/{ns}/memories", "memories.forget", "write", "namespace"),
+    _batch(5, "DELETE", "/ns/{ns}/memories", "memories.forget", "namespace", "ids"),
     Route(
         5,
         "DELETE",
@@ -259,3 +270,16 @@ def written(
                     return write_scopes(tenant, ())  # an item lands in the default container
                 tags.extend(own)
     return write_scopes(tenant, tags)
+
+
+def attempted(match: Match, body: object) -> int | None:
+    """Records a batch or bulk write attempts: the length of its body's list of them.
+
+    ``None`` for any other route, and for a bulk write that names its records another way (a
+    3.x ``delete_bulk`` by container tags or file path deletes an unknown number).
+    """
+    field = match.route.records
+    if field is None or not isinstance(body, Mapping):
+        return None
+    items = body.get(field)
+    return len(items) if isinstance(items, (list, tuple)) else None

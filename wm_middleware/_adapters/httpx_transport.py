@@ -52,7 +52,7 @@ from .._telemetry import Telemetry
 from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import fingerprint, read_scopes, server_of
-from ._routes import find_in, read_tags, written
+from ._routes import attempted, find_in, read_tags, written
 
 __all__ = [
     "AsyncCachingTransport",
@@ -124,7 +124,7 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        return Write(route.operation, scopes, server, method == "DELETE")
+        return Write(route.operation, scopes, server, method == "DELETE", attempted(found, body))
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
     body_key: Hashable = (

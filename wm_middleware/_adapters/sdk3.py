@@ -36,7 +36,7 @@ from .._runtime import Read, Runtime, Write, handled_outside
 from .._tier import SharedCodec
 from . import Bypass, Patch, Wrapper, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
-from ._routes import find, read_tags, written
+from ._routes import attempted, find, read_tags, written
 
 __all__ = ["patches", "wrap"]
 
@@ -210,11 +210,12 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
     operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
     client = _client(instance)
     if found.route.kind == "write":
-        scopes = written(found, client.tenant, _body_of(options))
+        body = _body_of(options)
+        scopes = written(found, client.tenant, body)
         if scopes is None:
             return None
         # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, client.server, deletes=method == "DELETE")
+        return Write(operation, scopes, client.server, method == "DELETE", attempted(found, body))
     headers = options.headers
     plain = (
         not headers

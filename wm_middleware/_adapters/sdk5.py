@@ -34,7 +34,7 @@ from .._runtime import Read, Runtime, Write, handled_outside
 from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
-from ._routes import find, written
+from ._routes import attempted, find, written
 
 __all__ = ["patches", "wrap"]
 
@@ -332,10 +332,12 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
             route.operation, server_of(base_url), query if isinstance(query, str) else None
         )
     tenant, base_url = _tenant_at_transport(instance, kwargs)
-    scopes = written(found, tenant, _body(kwargs), _query(kwargs))
+    body = _body(kwargs)
+    scopes = written(found, tenant, body, _query(kwargs))
     if scopes is None:
         return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
-    return Write(route.operation, scopes, server_of(base_url), deletes=method == "DELETE")
+    server = server_of(base_url)
+    return Write(route.operation, scopes, server, method == "DELETE", attempted(found, body))
 
 
 def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:

@@ -288,7 +288,7 @@ async def _play(
 
     shared: Any = None
     if redis_url is not None:
-        from .._redis_tier import RedisTier
+        from .._redis import RedisTier
 
         shared = RedisTier(redis_url, namespace=namespace)
     memory = instrument(shared=shared)

