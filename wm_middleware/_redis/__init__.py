@@ -39,6 +39,8 @@ process's L1. How, in one place:
 * **Values.** JSON by default: only values that survive a JSON round trip unchanged are shared;
   others (and values over ``max_value_bytes``) stay in this process's L1, silently, and a marker
   tells other processes to fetch for themselves rather than queue behind a lease. Never pickle.
+  A load given a ``SharedCodec`` (every adapter passes one) stores ``codec.dump(value)``, the
+  API's JSON body, and rebuilds the client's own type with ``codec.load`` on a hit.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from redis.exceptions import RedisError
 
-from .._tier import InvalidationSink, TierResult
+from .._tier import InvalidationSink, SharedCodec, TierResult
 from .breaker import Breaker
 from .connections import Conns, async_client, endpoint_of, sync_client
 from .encoding import canonical_key, digest, dump, json_encode
@@ -193,8 +193,13 @@ class RedisTier:
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Any],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
-        """Shared hit, or wait for another process's fetch, or lease, fetch and store."""
+        """Shared hit, or wait for another process's fetch, or lease, fetch and store.
+
+        With ``codec`` the value is stored as ``codec.dump(value)`` (then encoded as any value)
+        and a stored entry is read back through ``codec.load``.
+        """
         process = self._proc()
         plan = self._plan(key, scopes, ttl)
         if plan is None or not self._breaker.allow():
@@ -211,13 +216,13 @@ class RedisTier:
             except _TIER_ERRORS:
                 self._failed(started)
                 return TierResult(fetch(), "fetched")
-            step = self._step(reply, plan, process, epoch, started, waited_since)
+            step = self._step(reply, plan, process, epoch, started, waited_since, codec)
             if isinstance(step, TierResult):
                 if step.value is _FETCH:
                     return TierResult(fetch(), "fetched")
                 return step
             if isinstance(step, str):  # LEASE: the signature it saw
-                return self._lead(plan, step, owner, fetch, conns)
+                return self._lead(plan, step, owner, fetch, conns, codec)
             holder, block = step
             waited_since = waited_since if waited_since is not None else time.monotonic()
             try:
@@ -234,6 +239,7 @@ class RedisTier:
         scopes: tuple[Hashable, ...],
         ttl: float,
         fetch: Callable[[], Awaitable[Any]],
+        codec: SharedCodec | None = None,
     ) -> TierResult:
         """Async :meth:`load`: the same steps on this event loop's own connections."""
         process = self._proc()
@@ -252,13 +258,13 @@ class RedisTier:
             except _TIER_ERRORS:
                 self._failed(started)
                 return TierResult(await fetch(), "fetched")
-            step = self._step(reply, plan, process, epoch, started, waited_since)
+            step = self._step(reply, plan, process, epoch, started, waited_since, codec)
             if isinstance(step, TierResult):
                 if step.value is _FETCH:
                     return TierResult(await fetch(), "fetched")
                 return step
             if isinstance(step, str):
-                return await self._alead(plan, step, owner, fetch, conns)
+                return await self._alead(plan, step, owner, fetch, conns, codec)
             holder, block = step
             waited_since = waited_since if waited_since is not None else time.monotonic()
             try:
@@ -303,12 +309,13 @@ class RedisTier:
         epoch: int,
         started: float,
         waited_since: float | None,
+        codec: SharedCodec | None,
     ) -> TierResult | str | tuple[str, float]:
         """Decide on a get-or-lease reply: a result, LEASE (the signature), or WAIT (owner, s)."""
         self._breaker.succeeded()
         kind = reply[0]
         if kind == b"HIT":
-            return self._hit(reply[1], process, epoch, started, waited_since)
+            return self._hit(reply[1], process, epoch, started, waited_since, codec)
         if kind == b"LEASE":
             if self._endpoint.cluster:
                 self._register(plan, process)
@@ -330,6 +337,7 @@ class RedisTier:
         epoch: int,
         started: float,
         waited_since: float | None,
+        codec: SharedCodec | None,
     ) -> TierResult:
         newline = envelope.index(b"\n")
         header = envelope[:newline].split(b" ")
@@ -339,6 +347,8 @@ class RedisTier:
             return _FETCH_RESULT
         try:
             value = self._decode(envelope[newline + 1 :])
+            if codec is not None:
+                value = codec.load(value)
         except Exception:
             self._failed(started)
             return _FETCH_RESULT
@@ -347,9 +357,12 @@ class RedisTier:
             return TierResult(value, "shared_hit", process.subscriber.trusted(epoch))
         return TierResult(value, "shared_wait", process.subscriber.trusted(epoch))
 
-    def _envelope(self, signature: str, value: Any, fetch_seconds: float) -> bytes:
+    def _envelope(
+        self, signature: str, value: Any, fetch_seconds: float, codec: SharedCodec | None
+    ) -> bytes:
         try:
-            payload = self._encode(value)
+            shared = value if codec is None else codec.dump(value)
+            payload = None if shared is None and codec is not None else self._encode(shared)
         except Exception:
             payload = None
         created = int(time.time() * 1000)
@@ -370,7 +383,13 @@ class RedisTier:
         return keys, [signature, owner, envelope, plan.ttl_ms, _SIGNAL_MS]
 
     def _lead(
-        self, plan: Plan, signature: str, owner: str, fetch: Callable[[], Any], conns: Conns
+        self,
+        plan: Plan,
+        signature: str,
+        owner: str,
+        fetch: Callable[[], Any],
+        conns: Conns,
+        codec: SharedCodec | None,
     ) -> TierResult:
         fetch_started = time.perf_counter()
         try:
@@ -378,7 +397,7 @@ class RedisTier:
         except BaseException:
             self._release(plan, signature, owner, conns)
             raise
-        envelope = self._envelope(signature, value, time.perf_counter() - fetch_started)
+        envelope = self._envelope(signature, value, time.perf_counter() - fetch_started, codec)
         started = time.perf_counter()
         try:
             keys, args = self._store_args(plan, signature, owner, envelope)
@@ -395,6 +414,7 @@ class RedisTier:
         owner: str,
         fetch: Callable[[], Awaitable[Any]],
         conns: Conns,
+        codec: SharedCodec | None,
     ) -> TierResult:
         fetch_started = time.perf_counter()
         try:
@@ -402,7 +422,7 @@ class RedisTier:
         except BaseException:
             await self._arelease(plan, signature, owner, conns)
             raise
-        envelope = self._envelope(signature, value, time.perf_counter() - fetch_started)
+        envelope = self._envelope(signature, value, time.perf_counter() - fetch_started, codec)
         started = time.perf_counter()
         try:
             keys, args = self._store_args(plan, signature, owner, envelope)
