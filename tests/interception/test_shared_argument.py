@@ -7,6 +7,8 @@ copied, and ``shared`` beside a ``working_memory`` of another tier is refused.
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -62,6 +64,21 @@ def test_a_refused_url_never_shows_its_password(not_instrumented: None) -> None:
     with pytest.raises(ValueError, match="http://\\*\\*\\*@cache") as raised:
         wm_middleware.instrument(shared="http://user:hunter2@cache:6379")
     assert "hunter2" not in str(raised.value)
+
+
+def test_a_url_without_redis_py_installed_names_the_extra() -> None:
+    program = (
+        "import sys; sys.modules['redis'] = None\n"  # as if redis-py were not installed
+        "import wm_middleware\n"
+        "try:\n"
+        "    wm_middleware.instrument(shared='redis://127.0.0.1:6379')\n"
+        "except ImportError as error:\n"
+        "    print(error)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "shared needs redis-py: pip install 'wm-middleware[redis]'"
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)

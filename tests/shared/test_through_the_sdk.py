@@ -16,6 +16,9 @@ from typing import Any
 import pytest
 import redis
 
+import wm_middleware
+from tests.interception.conftest import Generation
+from wm_middleware import RedisTier, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
 from . import sdk_worker
@@ -165,3 +168,37 @@ def test_no_api_key_reaches_redis(
     for key in (KEY, OTHER_KEY):
         assert key.encode() not in everything
         assert key.split("-")[2].encode() not in everything
+
+
+def test_wrap_with_a_url_shares_through_a_redis_tier(
+    redis_url: str, emulator: EmulatorServer
+) -> None:
+    generation = Generation(MAJOR)
+    first, second = (
+        wm_middleware.wrap(generation.client("sync", emulator.base_url, KEY), shared=redis_url)
+        for _ in range(2)
+    )
+    for copy in (first, second):
+        assert isinstance(copy.working_memory.shared, RedisTier)
+        wait_until(lambda copy=copy: copy.working_memory.shared.subscribed)
+    fetched = generation.search(first)
+    assert generation.search(second) == fetched
+    assert searches(emulator) == 1
+    assert second.working_memory.stats().shared_hits == 1
+
+
+def test_the_loader_path_takes_its_shared_tier_from_the_environment(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WM_MIDDLEWARE_SHARED_URL", redis_url)
+    wm_middleware.uninstrument()
+    WorkingMemoryInstrumentor().instrument()
+    try:
+        memory = WorkingMemoryInstrumentor().working_memory
+        assert memory is not None
+        assert isinstance(memory.shared, RedisTier)
+        wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
+        assert memory.search("prefs", lambda: {"v": 1}) == {"v": 1}
+        assert redis.Redis.from_url(redis_url).dbsize() > 0  # the entry, its tokens
+    finally:
+        wm_middleware.uninstrument()
