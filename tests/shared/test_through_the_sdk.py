@@ -7,9 +7,7 @@ emulator received and what Redis holds.
 
 from __future__ import annotations
 
-import multiprocessing
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
@@ -17,13 +15,16 @@ import pytest
 import redis
 
 import wm_middleware
-from tests.interception.conftest import Generation
+from tests.interception.conftest import (
+    Generation,
+    emulator_server,  # noqa: F401  (a fixture)
+)
 from wm_middleware import RedisTier, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
 from . import sdk_worker
+from .conftest import SPAWN, wait_until
 
-SPAWN = multiprocessing.get_context("spawn")
 MAJOR = version("supermemory").split(".")[0]
 # Keys that would stand out anywhere in Redis.
 KEY = "sk-live-7f3a9c2e-ALPHA-never-in-redis"
@@ -64,15 +65,10 @@ class App:
             self.process.kill()
 
 
-@pytest.fixture(scope="module")
-def emulator_server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=3) as server:
-        yield server
-
-
 @pytest.fixture
-def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
+def emulator(emulator_server: EmulatorServer) -> EmulatorServer:  # noqa: F811
     emulator_server.reset()
+    emulator_server.set_latency(None)
     for key in (KEY, OTHER_KEY):
         emulator_server.seed(key, ["User likes green tea", "User drinks coffee"], container_tag=TAG)
     return emulator_server
@@ -88,14 +84,6 @@ def apps(redis_url: str, emulator: EmulatorServer) -> Iterator[tuple[App, App]]:
 
 def searches(emulator: EmulatorServer) -> int:
     return emulator.count("POST", "/v4/search" if MAJOR == "3" else "/ns/*/search")
-
-
-def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition never held")
-        time.sleep(0.01)
 
 
 def test_a_search_made_by_one_process_is_a_shared_hit_in_another(

