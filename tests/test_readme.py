@@ -5,7 +5,8 @@
   skipped here and run in the other nox session), against ``wm-middleware serve --demo-data``
   with the ``SUPERMEMORY_*`` variables the README tells the reader to set. ``+otlp``
   (``sdk5+otlp``) adds an OTLP/HTTP collector at ``OTEL_EXPORTER_OTLP_ENDPOINT``, which must
-  receive the block's spans. A print marked
+  receive the block's spans; ``+redis`` starts a ``valkey-server`` of its own at ``REDIS_URL``.
+  A print marked
   ``# -> text`` must print a line starting with ``text``.
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
   lengths aside.
@@ -105,7 +106,7 @@ def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
 
     assert len(environments) == len(PYTHON), "every Python block names its environment"
     assert set(environments) <= {"sdk3", "sdk5", "any"}
-    assert set().union(*(_wants(b)[1] for b in PYTHON)) <= {"otlp"}
+    assert set().union(*(_wants(b)[1] for b in PYTHON)) <= {"otlp", "redis"}
     assert {"sdk3", "sdk5"} <= set(environments)
     # The current SDK (what `pip install supermemory` installs) comes first.
     assert environments.index("sdk5") < environments.index("sdk3")
@@ -126,6 +127,12 @@ def test_python_block_runs_against_the_emulator(
             from .telemetry._otlp_receiver import http_receiver
 
             extra["OTEL_EXPORTER_OTLP_ENDPOINT"], received = stack.enter_context(http_receiver())
+        if "redis" in needs:  # a server of its own, where the README's REDIS_URL points
+            from .shared.servers import Server
+
+            server = Server().start()
+            stack.callback(server.close)
+            extra["REDIS_URL"] = server.url
         result = subprocess.run(
             [sys.executable, "-c", block.text],
             cwd=ROOT,
@@ -161,6 +168,8 @@ def _command(command: str) -> list[str]:
     if command == "wm-middleware demo":
         # The README's sample is from the default run; 20 ms latency keeps its shape.
         return ["-m", "wm_middleware", "demo", "--latency-ms", "20"]
+    if command == "wm-middleware demo --workers 3":
+        return ["-m", "wm_middleware", "demo", "--workers", "3", "--latency-ms", "20"]
     if command == "python benchmarks/bench_agent_loop.py":
         return ["benchmarks/bench_agent_loop.py", "--latency-ms", "0"]
     raise AssertionError(f"no way to run {command!r}: add it here")
