@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-from opentelemetry.trace import SpanKind
 
 from ._cache import MISSING, Loaded, WorkingMemory
 from ._telemetry import INVALIDATED, Telemetry, error_type
@@ -201,10 +200,7 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count("hit", read.operation)
         if telemetry.trace_hits:
-            with telemetry.read_span(
-                read.operation, read.server, read.query, SpanKind.INTERNAL
-            ) as span:
-                telemetry.end_read(span, "hit", read.count(value), None, "local")
+            telemetry.hit_span(read.operation, read.server, read.query, read.count(value), "local")
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
         elif telemetry.sample_hit():
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)

@@ -369,6 +369,27 @@ class Telemetry:
         with _current(span):
             yield span
 
+    def hit_span(
+        self,
+        operation: str,
+        server: tuple[str, int | None],
+        query: str | None,
+        records: int | None,
+        tier: str,
+    ) -> None:
+        """The ``search_memory`` span of a cache hit, started and ended at once.
+
+        A hit runs no code of its own inside its span, so the span is never made current: no
+        context attach and detach on the hit path. With no SDK tracer provider the API hands
+        out a non-recording span and this costs one ``start_span`` and one ``end``.
+        """
+        span = self._start(operation, SEARCH_MEMORY, server, SpanKind.INTERNAL)
+        if span.is_recording():
+            if self.capture_content and query is not None:
+                span.set_attribute(QUERY_TEXT, query)
+            self.end_read(span, "hit", records, None, tier)
+        span.end()
+
     @contextmanager
     def write_span(
         self,
