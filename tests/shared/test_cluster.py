@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
 import redis
@@ -12,7 +11,7 @@ import redis.cluster
 
 from wm_middleware import RedisTier
 
-from .conftest import Sink
+from .conftest import Sink, wait_until
 from .servers import Cluster
 
 TENANT = ("tenant", ("https://api.supermemory.ai", "fp-a"))
@@ -68,13 +67,8 @@ def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
     listener = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.nodes[2].port))
     sink = Sink()
     listener.bind(sink)
-    deadline = time.monotonic() + 10
-    while not listener.subscribed:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: listener.subscribed)
     writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     writer.invalidate(scopes=[TENANT])
-    while not sink.drops:
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
+    wait_until(lambda: sink.drops)
     assert sink.drops == [(frozenset(), frozenset({TENANT}), False)]
