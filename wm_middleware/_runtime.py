@@ -17,7 +17,8 @@ see the mark and pass the call straight through, so nothing is cached or traced 
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
@@ -25,7 +26,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._cache import MISSING, Loaded, WorkingMemory
-from ._telemetry import INVALIDATED, Telemetry, error_type
+from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type
 from ._tier import SharedCodec
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
@@ -233,6 +234,8 @@ class Runtime:
         telemetry.record_duration(time.perf_counter() - start, "miss", operation, error_type(error))
 
     # -- calls that must not be cached ---------------------------------------------------------
+    # ``bypass`` / ``abypass`` and ``write`` / ``awrite`` are thin shells: the decisions and the
+    # telemetry live once in ``_bypassing`` and ``_writing``; only the call differs.
     def bypass(
         self,
         operation: str,
@@ -244,30 +247,8 @@ class Runtime:
         """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed."""
         if _HANDLING.get():
             return call()
-        telemetry = self.telemetry
-        telemetry.count("bypass", operation)
-        if not is_instrumentation_enabled():
-            token = _HANDLING.set(True)  # counted once here; inner layers pass it through
-            try:
-                return call()
-            finally:
-                _HANDLING.reset(token)
-        start = time.perf_counter()
-        with telemetry.read_span(operation, server, query) as span:
-            token = _HANDLING.set(True)
-            try:
-                value = call()
-            except BaseException as error:
-                telemetry.fail(span, error, "bypass")
-                telemetry.record_duration(
-                    time.perf_counter() - start, "bypass", operation, error_type(error)
-                )
-                raise
-            finally:
-                _HANDLING.reset(token)
-            telemetry.end_read(span, "bypass", count(value), None)
-        telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
-        return value
+        with self._bypassing(operation, server, query) as span:
+            return self._bypassed(span, call(), count)
 
     async def abypass(
         self,
@@ -280,29 +261,41 @@ class Runtime:
         """Async :meth:`bypass`."""
         if _HANDLING.get():
             return await call()
+        with self._bypassing(operation, server, query) as span:
+            return self._bypassed(span, await call(), count)
+
+    @contextmanager
+    def _bypassing(
+        self, operation: str, server: tuple[str, int | None], query: str | None
+    ) -> Iterator[GuardedSpan | None]:
+        """Count one bypass and mark the call handled (inner layers pass it through); with
+        instrumentation enabled, also its span (yielded) and its duration."""
         telemetry = self.telemetry
         telemetry.count("bypass", operation)
-        if not is_instrumentation_enabled():
-            token = _HANDLING.set(True)
-            try:
-                return await call()
-            finally:
-                _HANDLING.reset(token)
-        start = time.perf_counter()
-        with telemetry.read_span(operation, server, query) as span:
-            token = _HANDLING.set(True)
-            try:
-                value = await call()
-            except BaseException as error:
-                telemetry.fail(span, error, "bypass")
-                telemetry.record_duration(
-                    time.perf_counter() - start, "bypass", operation, error_type(error)
-                )
-                raise
-            finally:
-                _HANDLING.reset(token)
-            telemetry.end_read(span, "bypass", count(value), None)
-        telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
+        token = _HANDLING.set(True)
+        try:
+            if not is_instrumentation_enabled():
+                yield None
+                return
+            start = time.perf_counter()
+            with telemetry.read_span(operation, server, query) as span:
+                try:
+                    yield span
+                except BaseException as error:
+                    telemetry.fail(span, error, "bypass")
+                    telemetry.record_duration(
+                        time.perf_counter() - start, "bypass", operation, error_type(error)
+                    )
+                    raise
+            telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
+        finally:
+            _HANDLING.reset(token)
+
+    def _bypassed(
+        self, span: GuardedSpan | None, value: T, count: Callable[[Any], int | None]
+    ) -> T:
+        if span is not None:
+            self.telemetry.end_read(span, "bypass", count(value), None)
         return value
 
     # -- writes --------------------------------------------------------------------------------
@@ -312,47 +305,30 @@ class Runtime:
         Inside another layer's call (``wrap()`` under ``instrument()``) that layer owns the span,
         but this layer's memory may hold the same entries, so it still drops them.
         """
-        if _HANDLING.get():
-            try:
-                return call()
-            finally:
-                self.memory.invalidate_scope(*write.scopes)
-        if not is_instrumentation_enabled():
-            try:
-                return call()
-            finally:
-                self.memory.invalidate_scope(*write.scopes)
-        with self.telemetry.write_span(
-            write.operation, write.server, write.deletes, write.records
-        ) as span:
-            token = _HANDLING.set(True)
-            try:
-                return call()
-            except BaseException as error:
-                self.telemetry.fail(span, error)
-                raise
-            finally:
-                _HANDLING.reset(token)
-                self._invalidate(span, write)
+        with self._writing(write):
+            return call()
 
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
-        if _HANDLING.get():
+        with self._writing(write):
+            return await call()
+
+    @contextmanager
+    def _writing(self, write: Write) -> Iterator[None]:
+        """Around a write: its span (unless an outer layer owns it, or instrumentation is
+        suppressed), and the invalidation of its scopes afterwards, success or not."""
+        if _HANDLING.get() or not is_instrumentation_enabled():
             try:
-                return await call()
+                yield
             finally:
                 self.memory.invalidate_scope(*write.scopes)
-        if not is_instrumentation_enabled():
-            try:
-                return await call()
-            finally:
-                self.memory.invalidate_scope(*write.scopes)
+            return
         with self.telemetry.write_span(
             write.operation, write.server, write.deletes, write.records
         ) as span:
             token = _HANDLING.set(True)
             try:
-                return await call()
+                yield
             except BaseException as error:
                 self.telemetry.fail(span, error)
                 raise
