@@ -359,69 +359,40 @@ def instrument(
         ImportError: ``otlp_endpoint`` without the ``otlp`` extra installed, or ``shared`` a URL
             without redis-py (the ``redis`` extra).
     """
-    with _LOCK:
-        return _instrument_once(
-            max_entries,
-            ttl,
-            working_memory,
-            tracer_provider,
-            meter_provider,
+    with _LOCK:  # one instrument() or uninstrument() at a time
+        instrumentor = WorkingMemoryInstrumentor()
+        if instrumentor.is_instrumented_by_opentelemetry and instrumentor.runtime is not None:
+            return instrumentor.runtime.memory
+        for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
+            if not isinstance(flag, bool):
+                raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
+        store_id = _store_id(store_id)
+        memory = _memory_from(working_memory, max_entries, ttl, shared)
+        if otlp_endpoint is not None:
+            from ._otlp import configure_otlp
+
+            configure_otlp(otlp_endpoint)
+        elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
+            from ._otlp import configure_otlp
+
+            try:
+                configure_otlp()
+            except ImportError:  # the variable may be meant for another SDK: never fail for it
+                logger.warning(
+                    "wm_middleware: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is "
+                    "not installed; not exporting"
+                )
+        instrumentor.instrument(
+            skip_dep_check=True,  # patch what is there; never refuse because one library is missing
+            working_memory=memory,
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
             cache=cache,
             trace_hits=trace_hits,
             httpx=httpx,
-            otlp_endpoint=otlp_endpoint,
             store_id=store_id,
-            shared=shared,
         )
-
-
-def _instrument_once(
-    max_entries: int,
-    ttl: float,
-    working_memory: WorkingMemory[Any] | None,
-    tracer_provider: TracerProvider | None,
-    meter_provider: MeterProvider | None,
-    *,
-    cache: bool,
-    trace_hits: bool,
-    httpx: bool,
-    otlp_endpoint: str | None,
-    store_id: str | None,
-    shared: str | SharedTier | None,
-) -> WorkingMemory[Any]:
-    instrumentor = WorkingMemoryInstrumentor()
-    if instrumentor.is_instrumented_by_opentelemetry and instrumentor.runtime is not None:
-        return instrumentor.runtime.memory
-    for name, flag in (("cache", cache), ("trace_hits", trace_hits), ("httpx", httpx)):
-        if not isinstance(flag, bool):
-            raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
-    store_id = _store_id(store_id)
-    memory = _memory_from(working_memory, max_entries, ttl, shared)
-    if otlp_endpoint is not None:
-        from ._otlp import configure_otlp
-
-        configure_otlp(otlp_endpoint)
-    elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        from ._otlp import configure_otlp
-
-        try:
-            configure_otlp()
-        except ImportError:  # the variable may be meant for another SDK: never fail for it
-            logger.warning(
-                "wm_middleware: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is "
-                "not installed; not exporting"
-            )
-    instrumentor.instrument(
-        skip_dep_check=True,  # patch what is there; never refuse because one library is missing
-        working_memory=memory,
-        tracer_provider=tracer_provider,
-        meter_provider=meter_provider,
-        cache=cache,
-        trace_hits=trace_hits,
-        httpx=httpx,
-        store_id=store_id,
-    )
-    return memory
+        return memory
 
 
 def uninstrument() -> None:
