@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
-from ._keys import Key, KeyMemo, make_key, normalise_query
+from ._keys import UNSET, Key, KeyMemo, make_key, normalise_query
 from ._singleflight import MISSING, AsyncLoad, Group, Load
 from ._tier import SharedCodec, SharedTier, TierOutcome, TierResult
 
@@ -232,6 +232,7 @@ class WorkingMemory(Generic[T]):
         # stored bare because most scopes (one query's parameter variants) hold one entry.
         self._index: dict[Hashable, Key | set[Key]] = {}
         self._memo = KeyMemo(min(4096, max(64, 4 * max_entries)))
+        self._named_keys = self._memo.named_keys.get
         self._flights = Group(
             self._lock,
             lookup=self._lookup_locked,
@@ -288,13 +289,23 @@ class WorkingMemory(Generic[T]):
 
     # -- public API ----------------------------------------------------------------------------
     def search(
-        self, query: str, fetch: Callable[[], T], *, ttl: float | None = None, **params: Any
+        self,
+        query: str,
+        fetch: Callable[[], T],
+        ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
+        **params: Any,
     ) -> T:
         """Return the cached value for ``query`` and ``params``, or call ``fetch()`` once for it.
 
         Concurrent callers of one key (threads, or a mix with :meth:`asearch`) share one call of
         ``fetch``. Its exception reaches every caller sharing it and is not cached. ``ttl``
         overrides the default for the stored value.
+
+        ``container_tags`` and ``limit`` are parameters like any other (given or not, they make
+        the same key as in ``**params``). They are named because most searches carry them: a
+        named argument costs the call no keyword dict, and their key is memoised as they come.
 
         Raises:
             TypeError: ``fetch`` is not callable, is an ``async def`` function or returns an
@@ -305,21 +316,41 @@ class WorkingMemory(Generic[T]):
         # The hit path, inlined: it should cost little more than the dict probe it is. A query
         # already in normal form is its own key (normalising is idempotent, and keys with
         # parameters are tuples, never equal to a str), so it is probed as given first.
-        if params:
-            key = self._memo.key(query, params)
-            entry = self._probe(key)
-        else:
+        # Bound methods stored on self are called through locals: ``self._probe(...)`` compiles
+        # to a LOAD_METHOD that CPython 3.11 cannot specialise for an instance attribute.
+        probe = self._probe
+        key: Key | None
+        if container_tags is UNSET and limit is UNSET and not params:
             key = query
             try:
-                entry = self._probe(query)
+                entry = probe(query)
             except TypeError:  # unhashable: refused below, by normalising it
                 entry = None
             if entry is None:
                 key = self._memo.query(query)
-                entry = self._probe(key)
-        if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
+                entry = probe(key)
+        else:
+            key = None
+            if not params and (limit is UNSET or type(limit) is int):
+                # KeyMemo.named's own probe, inlined: see there for why it is exact. An
+                # unhashable query is refused by KeyMemo.named below.
+                named = self._named_keys
+                kind = type(container_tags)
+                try:
+                    if kind is list or kind is tuple:
+                        key = named((query, limit, tuple(container_tags)))
+                    elif container_tags is UNSET:
+                        key = named((query, limit))
+                except TypeError:
+                    pass
+            if key is None:
+                key = self._memo.named(query, container_tags, limit, params)
+            entry = probe(key)
+        clock = self._clock
+        if entry is not None and ttl is None and callable(fetch) and entry.fresh > clock():
+            touch = self._touch
             try:
-                self._touch(key)
+                touch(key)
             except KeyError:
                 pass  # evicted since the probe: the value read was live
             self._hits += 1
@@ -328,15 +359,16 @@ class WorkingMemory(Generic[T]):
         value = self.lookup(key, fetch)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        scopes = (self._memo.query(query),) if params else ()
+        scopes = () if type(key) is str else (self._memo.query(query),)
         return self.load(key, fetch, ttl=ttl, scopes=scopes).value  # type: ignore[no-any-return]
 
     async def asearch(
         self,
         query: str,
         fetch: Callable[[], Awaitable[T]],
-        *,
         ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
         **params: Any,
     ) -> T:
         """Async :meth:`search`: ``fetch()`` returns an awaitable.
@@ -346,21 +378,37 @@ class WorkingMemory(Generic[T]):
         """
         # The same hit path as search(), inlined again: a shared helper's call would cost more
         # than a third of the hit.
-        if params:
-            key = self._memo.key(query, params)
-            entry = self._probe(key)
-        else:
+        probe = self._probe
+        key: Key | None
+        if container_tags is UNSET and limit is UNSET and not params:
             key = query
             try:
-                entry = self._probe(query)
+                entry = probe(query)
             except TypeError:
                 entry = None
             if entry is None:
                 key = self._memo.query(query)
-                entry = self._probe(key)
-        if entry is not None and ttl is None and callable(fetch) and entry.fresh > self._clock():
+                entry = probe(key)
+        else:
+            key = None
+            if not params and (limit is UNSET or type(limit) is int):
+                named = self._named_keys
+                kind = type(container_tags)
+                try:
+                    if kind is list or kind is tuple:
+                        key = named((query, limit, tuple(container_tags)))
+                    elif container_tags is UNSET:
+                        key = named((query, limit))
+                except TypeError:
+                    pass
+            if key is None:
+                key = self._memo.named(query, container_tags, limit, params)
+            entry = probe(key)
+        clock = self._clock
+        if entry is not None and ttl is None and callable(fetch) and entry.fresh > clock():
+            touch = self._touch
             try:
-                self._touch(key)
+                touch(key)
             except KeyError:
                 pass
             self._hits += 1
@@ -369,7 +417,7 @@ class WorkingMemory(Generic[T]):
         value = self.lookup(key, fetch, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        scopes = (self._memo.query(query),) if params else ()
+        scopes = () if type(key) is str else (self._memo.query(query),)
         return (await self.aload(key, fetch, ttl=ttl, scopes=scopes)).value  # type: ignore[no-any-return]
 
     def get(self, query: str, **params: Any) -> T | None:
@@ -565,21 +613,24 @@ class WorkingMemory(Generic[T]):
         the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key`` themselves (any
         hashable); on ``MISSING`` they call :meth:`load`.
         """
-        entry = self._lru.get(key)
+        probe = self._probe  # locals, not ``self._probe(...)``: see search()
+        entry = probe(key)
         if entry is None:
             entry = self._pinned.get(key)
             if entry is None:
                 return MISSING
             self._hits += 1
             return entry.value
-        now = self._clock()
+        clock = self._clock
+        now = clock()
         if entry.fresh <= now:
             if entry.expires <= now:
                 return MISSING
             if fetch is not None and self._refresh_after is not None:
                 self._start_refresh(entry, fetch, is_async, codec)
+        touch = self._touch
         try:
-            self._lru.move_to_end(key)
+            touch(key)
         except KeyError:
             pass  # evicted since the probe: the value read was live, so it is still a hit
         self._hits += 1

@@ -4,9 +4,9 @@ A key must be hashable, cheap to build on the hit path, and must never let two r
 get different answers share an entry. So:
 
 * the query has its outer whitespace stripped and inner runs folded to one space; case is kept;
-* keyword parameters are order-independent (sorted by name), and values are frozen recursively:
-  lists and tuples keep their order, dicts and sets do not, and ``True`` is kept apart from ``1``
-  (they hash alike in Python but are different JSON).
+* keyword parameters are order-independent (a frozenset of pairs), and values are frozen
+  recursively: lists and tuples keep their order, dicts and sets do not, and ``True`` is kept
+  apart from ``1`` (they hash alike in Python but are different JSON).
 
 :class:`KeyMemo` memoises both steps for one cache. It belongs to that cache, so the query text it
 holds lives no longer than the cache (and is dropped by its ``clear``).
@@ -18,7 +18,7 @@ import math
 from collections.abc import Hashable, Mapping
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "Key", "KeyMemo", "freeze", "make_key", "normalise_query"]
+__all__ = ["MAX_DEPTH", "UNSET", "Key", "KeyMemo", "freeze", "make_key", "normalise_query"]
 
 Key = Hashable
 
@@ -28,12 +28,25 @@ _DICT = "\x00dict"
 _SET = "\x00set"
 _BOOL = "\x00bool"
 
+
+class _Unset:
+    """The default of a parameter ``search`` names: not given, so no part of the key."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Final = _Unset()
+
 MAX_DEPTH: Final = 32
 """How deeply parameter values may nest; deeper (or self-referential) values are refused."""
 
 # Queries longer than this are normalised on every call instead of memoised: the split/join then
 # costs little next to the request, and the memo's memory stays small whatever callers send.
 _MEMO_MAX_CHARS: Final = 1024
+_MEMO_MAX_TAGS: Final = 32  # and tag lists longer than this (or than that many characters)
 
 
 def normalise_query(query: object) -> str:
@@ -92,28 +105,37 @@ def freeze(value: Any, _depth: int = 0) -> Hashable:
 
 
 def make_key(query: object, params: Mapping[str, Any]) -> Key:
-    """The key of ``query`` with ``params``: the normalised query alone when there are none."""
+    """The key of ``query`` with ``params``: the normalised query alone when there are none.
+
+    With parameters it is one frozenset: the ``(name, frozen value)`` pairs plus ``(0, query)``
+    (a parameter's name is always a str, so the query's pair is never a parameter's). A frozenset
+    is order-independent by construction and keeps its hash once computed, so probing a table
+    with a key object already built hashes nothing again, however many parameters it holds.
+    """
     normalised = normalise_query(query)
     if not params:
         return normalised
-    return (normalised, tuple(sorted((name, freeze(v)) for name, v in params.items())))
+    return frozenset([(0, normalised), *[(name, freeze(v)) for name, v in params.items()]])
 
 
 class KeyMemo:
     """Memoised :func:`normalise_query` and :func:`make_key` for one cache.
 
     Agents repeat the same few queries, so the split/join and the freezing of every lookup become
-    one dict probe. Bounded by ``size`` entries per table, dropped wholesale past it; queries over
-    1,024 characters are not memoised. Reads and writes of a dict are atomic under the GIL, so no
-    lock is needed.
+    one dict probe. Bounded by ``size`` entries per table, dropped wholesale past it; a lookup whose
+    query (or query and text parameters) runs over 1,024 characters is not memoised. Reads and
+    writes of a dict are atomic under the GIL, so no lock is needed.
     """
 
-    __slots__ = ("_params", "_queries", "_size")
+    __slots__ = ("_params", "_queries", "_size", "named_keys")
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._queries: dict[str, str] = {}
         self._params: dict[tuple[Any, ...], Key] = {}
+        # named()'s table, public because ``WorkingMemory.search`` probes it inline. Emptied in
+        # place, never replaced, so a bound ``named_keys.get`` stays valid.
+        self.named_keys: dict[tuple[Any, ...], Key] = {}
 
     def query(self, query: object) -> str:
         """:func:`normalise_query`, memoised."""
@@ -143,18 +165,25 @@ class KeyMemo:
         if type(query) is not str or len(query) > _MEMO_MAX_CHARS:
             return make_key(query, params)
         probe: list[Any] = [query]
+        text = len(query)
         for item in params.items():
             value = item[1]
             kind = type(value)
-            if kind is str or kind is int or kind is float:
+            if kind is str:
+                probe.append(item)
+                text += len(value)
+            elif kind is int or kind is float:
                 probe.append(item)
             elif kind is list or kind is tuple:
                 for tag in value:
                     if type(tag) is not str:
                         return make_key(query, params)
+                    text += len(tag)
                 probe.append((item[0], _LIST, *value))
             else:
                 return make_key(query, params)
+        if text > _MEMO_MAX_CHARS:
+            return make_key(query, params)  # a stand-in this large is not worth keeping
         stand_in = tuple(probe)
         key = self._params.get(stand_in)
         if key is None:
@@ -164,7 +193,67 @@ class KeyMemo:
             self._params[stand_in] = key
         return key
 
+    def named(self, query: object, container_tags: Any, limit: Any, params: dict[str, Any]) -> Key:
+        """:func:`make_key` of ``query`` with ``params`` and the two parameters ``search`` names.
+
+        ``params`` holds the other parameters (it is added to when there are some). With none,
+        the memo is probed with ``(query, limit, tuple(container_tags))``, or ``(query, limit)``
+        when no tags are given, built from the arguments as they come: no dict, no freezing.
+        Only an int limit (a bool is no int here) and a list or tuple of str as tags are
+        memoised, and a slot is probed only with an int limit, so a stand-in equals a memoised
+        one exactly when the keys are equal (a tag equal to a str is that str in JSON too).
+        """
+        if params:
+            if container_tags is not UNSET:
+                params["container_tags"] = container_tags
+            if limit is not UNSET:
+                params["limit"] = limit
+            return self.key(query, params)
+        if type(query) is str and (limit is UNSET or type(limit) is int):
+            kind = type(container_tags)
+            if kind is list or kind is tuple:
+                key = self.named_keys.get((query, limit, tuple(container_tags)))
+            elif container_tags is UNSET:
+                key = self.named_keys.get((query, limit))
+            else:
+                key = None
+            if key is not None:
+                return key
+        return self._named_miss(query, container_tags, limit)
+
+    def _named_miss(self, query: object, container_tags: Any, limit: Any) -> Key:
+        params: dict[str, Any] = {}
+        if container_tags is not UNSET:
+            params["container_tags"] = container_tags
+        if limit is not UNSET:
+            params["limit"] = limit
+        key = make_key(self.query(query), params)  # refuses what cannot be a key
+        if (
+            type(query) is not str
+            or len(query) > _MEMO_MAX_CHARS
+            or not (limit is UNSET or type(limit) is int)
+        ):
+            return key
+        stand_in: tuple[Any, ...]
+        kind = type(container_tags)
+        if container_tags is UNSET:
+            stand_in = (query, limit)
+        elif (
+            (kind is list or kind is tuple)
+            and len(container_tags) <= _MEMO_MAX_TAGS
+            and all(type(tag) is str for tag in container_tags)
+            and sum(map(len, container_tags)) <= _MEMO_MAX_CHARS
+        ):
+            stand_in = (query, limit, tuple(container_tags))
+        else:
+            return key
+        if len(self.named_keys) >= self._size:
+            self.named_keys.clear()
+        self.named_keys[stand_in] = key
+        return key
+
     def clear(self) -> None:
         """Forget every memoised query."""
         self._queries.clear()
         self._params.clear()
+        self.named_keys.clear()

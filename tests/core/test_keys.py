@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from wm_middleware import WorkingMemory
 
@@ -70,3 +74,145 @@ def test_hashable_custom_values_are_kept_apart_by_type(wm: WorkingMemory[str]) -
     wm.set("q", "v", mode=frozenset({1}))
     assert wm.get("q", mode=frozenset({1})) == "v"
     assert wm.get("q", mode="x") is None
+
+
+# -- the parameters search() names: container_tags and limit ----------------------------------
+# search() and asearch() take these two as named arguments and memoise their key from the
+# arguments as they come. Whatever way a parameter arrives, it must make the entry ``get`` and
+# ``set`` (which freeze ``**params`` afresh every time) make of it.
+_ABSENT = object()
+_LIMIT_VALUES = [_ABSENT, 1, 5, True, False, 1.0, 5.0, 0, None, "5", [5]]
+_TAG_VALUES = [
+    _ABSENT,
+    [],
+    (),
+    ["a"],
+    ("a",),
+    ["a", "b"],
+    ["b", "a"],
+    ["a b"],
+    ["a", "b", "c"],
+    "a",
+    "ab",
+    ["ab"],
+    [1],
+    ["1"],
+    [True],
+    [None],
+    {"a"},
+    None,
+]
+_LIMITS = st.sampled_from(_LIMIT_VALUES)
+_TAGS = st.sampled_from(_TAG_VALUES)
+_QUERIES = st.sampled_from(["q", " q ", "q  r", "q r", "Q"])
+_OTHERS = st.sampled_from([{}, {}, {"threshold": 0.5}, {"rerank": True}])
+
+
+def _params(tags: object, limit: object, others: dict[str, object]) -> dict[str, object]:
+    params = dict(others)
+    if tags is not _ABSENT:
+        params["container_tags"] = tags
+    if limit is not _ABSENT:
+        params["limit"] = limit
+    return params
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    stored=st.tuples(_QUERIES, _TAGS, _LIMITS, _OTHERS),
+    asked=st.lists(st.tuples(_QUERIES, _TAGS, _LIMITS, _OTHERS), min_size=1, max_size=6),
+)
+def test_named_parameters_make_the_entry_get_and_set_make(
+    stored: tuple[str, object, object, dict[str, object]],
+    asked: list[tuple[str, object, object, dict[str, object]]],
+) -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    query, tags, limit, others = stored
+    wm.set(query, "stored", **_params(tags, limit, others))
+    for _ in range(2):  # the second round is served by the memo
+        for query, tags, limit, others in asked:
+            params = _params(tags, limit, others)
+            expected = wm.get(query, **params) or "fetched"
+            assert wm.search(query, lambda: "fetched", **params) == expected
+            if expected == "fetched":
+                wm.invalidate(query, **params)  # keep the stored entry the only one
+
+
+@settings(max_examples=100, deadline=None)
+@given(stored=st.tuples(_QUERIES, _TAGS, _LIMITS), asked=st.tuples(_QUERIES, _TAGS, _LIMITS))
+def test_asearch_takes_the_named_parameters_alike(
+    stored: tuple[str, object, object], asked: tuple[str, object, object]
+) -> None:
+    async def fetch() -> str:
+        return "fetched"
+
+    async def scenario() -> None:
+        wm: WorkingMemory[str] = WorkingMemory()
+        wm.set(stored[0], "stored", **_params(stored[1], stored[2], {}))
+        params = _params(asked[1], asked[2], {})
+        expected = wm.get(asked[0], **params) or "fetched"
+        for _ in range(2):
+            assert await wm.asearch(asked[0], fetch, **params) == expected
+
+    asyncio.run(scenario())
+
+
+def test_ttl_container_tags_and_limit_may_also_come_by_position(
+    wm: WorkingMemory[str], clock: FakeClock
+) -> None:
+    assert wm.search("q", lambda: "v", 5.0, ["user-1"], 3) == "v"
+    assert wm.get("q", container_tags=["user-1"], limit=3) == "v"
+    clock.advance(5.0)
+    assert wm.get("q", container_tags=["user-1"], limit=3) is None  # the ttl given by position
+
+
+def test_a_tag_list_changed_after_the_call_does_not_change_the_entry(
+    wm: WorkingMemory[str],
+) -> None:
+    tags = ["user-1"]
+    wm.search("q", lambda: "one", container_tags=tags, limit=5)
+    tags.append("user-2")
+    assert wm.search("q", lambda: "two", container_tags=tags, limit=5) == "two"
+    assert wm.search("q", lambda: "x", container_tags=["user-1"], limit=5) == "one"
+    assert wm.search("q", lambda: "x", container_tags=["user-1", "user-2"], limit=5) == "two"
+
+
+def test_a_bad_query_is_refused_the_same_way_with_named_parameters(
+    wm: WorkingMemory[str],
+) -> None:
+    for query in (["q"], 5, None):
+        with pytest.raises(TypeError, match="query must be a str"):
+            wm.search(query, lambda: "v", limit=5)  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="query must be a str"):
+            wm.search(query, lambda: "v", container_tags=["t"])  # type: ignore[arg-type]
+
+
+def test_the_key_memo_stays_bounded_whatever_the_callers_send() -> None:
+    wm: WorkingMemory[int] = WorkingMemory(max_entries=10)
+    memo = wm._memo
+    for i in range(5_000):
+        wm.search("q", lambda i=i: i, container_tags=[f"user-{i}"], limit=i)  # type: ignore[misc]
+        wm.search("q", lambda i=i: i, limit=i, threshold=0.5)  # type: ignore[misc]
+    assert len(memo.named_keys) <= 64
+    assert len(memo._params) <= 64
+    wm.search("q", lambda: 0, container_tags=["x" * 2_000], limit=1)
+    assert not any("x" * 2_000 in str(stand_in) for stand_in in memo.named_keys)
+
+
+def test_no_two_named_argument_spellings_share_a_memo_slot_unless_their_keys_are_equal() -> None:
+    # Every ordered pair of spellings, the first one memoised: the second finds the first's
+    # entry exactly when get() (no memo) says the keys are equal.
+    spellings = [
+        _params(tags, limit, {})
+        for tags in _TAG_VALUES
+        for limit in _LIMIT_VALUES
+        if tags is not _ABSENT or limit is not _ABSENT
+    ]
+    for first in spellings:
+        wm: WorkingMemory[str] = WorkingMemory(max_entries=1)
+        wm.search("q", lambda: "first", **first)
+        for second in spellings:
+            expected = wm.get("q", **second) or "second"
+            assert wm.search("q", lambda: "second", **second) == expected, (first, second)
+            if expected == "second":
+                wm.set("q", "first", **first)  # max_entries=1: the first one back in

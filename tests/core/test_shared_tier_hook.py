@@ -16,6 +16,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 from wm_middleware._cache import MISSING
+from wm_middleware._keys import make_key
 from wm_middleware._tier import (
     InvalidationSink,
     SharedCodec,
@@ -151,7 +152,7 @@ def test_a_miss_asks_the_tier_once_and_the_fetch_fills_both(
 ) -> None:
     wm: WorkingMemory[str] = WorkingMemory(ttl=30.0, shared=tier)
     assert search(wm, "q", "v", limit=3) == "v"
-    assert tier.calls == [("load", ("q", (("limit", 3),)), ("q",), 30.0)]
+    assert tier.calls == [("load", make_key("q", {"limit": 3}), ("q",), 30.0)]
     assert search(wm, "q", "other", limit=3) == "v"  # an L1 hit: the tier is not asked
     assert tier.loads() == 1
     stats = wm.stats()
@@ -340,7 +341,7 @@ def test_invalidation_reaches_the_tier_and_local_calls_stay_local(tier: LocalTie
     wm.clear()
     assert wm.invalidate() == 0
     assert tier.calls == [
-        ("invalidate", (("q", (("limit", 1),)),), ()),
+        ("invalidate", (make_key("q", {"limit": 1}),), ()),
         ("invalidate", ("q",), ("q",)),
         ("invalidate", (), ("tenant", "tag")),
         ("clear",),

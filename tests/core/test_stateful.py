@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from wm_middleware import WorkingMemory
+from wm_middleware._keys import make_key
 
 from .conftest import FakeClock
 
@@ -184,7 +185,10 @@ class CacheMachine(RuleBasedStateMachine):
     def size_and_order_agree(self) -> None:
         assert len(self.wm) == len(self.model.entries)
         unpinned = [k for k in self.wm._lru]
-        expected = [k[0] if k[1] is None else (k[0], (("limit", k[1]),)) for k in self.model.order]
+        expected = [
+            make_key(query, {} if limit is None else {"limit": limit})
+            for query, limit in self.model.order
+        ]
         assert unpinned == expected
         assert len(self.wm._lru) <= 3
 
