@@ -26,7 +26,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._cache import MISSING, Loaded, WorkingMemory
-from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type
+from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type, records_of
 from ._tier import SharedCodec
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
@@ -39,6 +39,34 @@ _HANDLING: ContextVar[bool] = ContextVar("wm_middleware_handling", default=False
 def handled_outside() -> bool:
     """True while an outer layer of wm_middleware is handling the current call."""
     return _HANDLING.get()
+
+
+def _encoded(read: Read, fetch: Callable[[], Any]) -> Callable[[], Any]:
+    """``fetch`` as the memory runs it: marked as handled, its result encoded for storage."""
+
+    def fetch_encoded() -> Any:
+        # Marked as handled here, not around the lookup: a background refresh runs this in a
+        # thread of its own, and its inner layers must still pass the call through.
+        token = _HANDLING.set(True)
+        try:
+            return read.encode(fetch())
+        finally:
+            _HANDLING.reset(token)
+
+    return fetch_encoded
+
+
+def _aencoded(read: Read, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+    """Async :func:`_encoded`: a refresh task runs it too."""
+
+    async def fetch_encoded() -> Any:
+        token = _HANDLING.set(True)
+        try:
+            return read.encode(await fetch())
+        finally:
+            _HANDLING.reset(token)
+
+    return fetch_encoded
 
 
 def _same(value: Any) -> Any:
@@ -98,10 +126,11 @@ class Runtime:
     the application set itself is left in place.
     """
 
-    __slots__ = ("cache", "memory", "telemetry")
+    __slots__ = ("_refreshes", "cache", "memory", "telemetry")
 
     def __init__(self, memory: WorkingMemory[Any], telemetry: Telemetry, *, cache: bool = True):
         self.memory = memory
+        self._refreshes = memory.refresh_after is not None  # fixed for a memory's life
         self.telemetry = telemetry
         self.cache = cache
         telemetry.watch(memory)
@@ -120,27 +149,17 @@ class Runtime:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
-
-        def fetch_encoded() -> Any:
-            # Marked as handled here, not around the lookup: a background refresh runs this in a
-            # thread of its own, and its inner layers must still pass the call through.
-            token = _HANDLING.set(True)
-            try:
-                return read.encode(fetch())
-            finally:
-                _HANDLING.reset(token)
-
-        if memory.refresh_after is None:
-            stored = memory.lookup(read.key)
+        if self._refreshes:
+            stored = memory.lookup(read.key, _encoded(read, fetch), codec=read.share)
         else:
-            stored = memory.lookup(read.key, fetch_encoded, codec=read.share)
+            stored = memory.lookup(read.key)  # the hit path: nothing built for a miss
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
                 loaded = memory.load(
                     read.key,
-                    fetch_encoded,
+                    _encoded(read, fetch),
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
@@ -159,25 +178,19 @@ class Runtime:
             return await self.abypass(read.operation, read.server, fetch, read.query, read.count)
         start = time.perf_counter()
         memory = self.memory
-
-        async def fetch_encoded() -> Any:
-            token = _HANDLING.set(True)  # see read(): a refresh task runs this too
-            try:
-                return read.encode(await fetch())
-            finally:
-                _HANDLING.reset(token)
-
-        if memory.refresh_after is None:
-            stored = memory.lookup(read.key)
+        if self._refreshes:
+            stored = memory.lookup(
+                read.key, _aencoded(read, fetch), is_async=True, codec=read.share
+            )
         else:
-            stored = memory.lookup(read.key, fetch_encoded, is_async=True, codec=read.share)
+            stored = memory.lookup(read.key)
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
             try:
                 loaded = await memory.aload(
                     read.key,
-                    fetch_encoded,
+                    _aencoded(read, fetch),
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
@@ -201,7 +214,7 @@ class Runtime:
         telemetry = self.telemetry
         telemetry.count("hit", read.operation)
         if telemetry.trace_hits:
-            telemetry.hit_span(read.operation, read.server, read.query, read.count(value), "local")
+            telemetry.hit_span(read.operation, read.server, read.query, value, read.count, "local")
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
         elif telemetry.sample_hit():
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
@@ -220,7 +233,7 @@ class Runtime:
         telemetry.end_read(
             span,
             result,
-            read.count(value),
+            records_of(read.count, value),
             loaded.leader if result == "coalesced" else None,
             None if result == "miss" else loaded.tier,
         )
@@ -295,7 +308,7 @@ class Runtime:
         self, span: GuardedSpan | None, value: T, count: Callable[[Any], int | None]
     ) -> T:
         if span is not None:
-            self.telemetry.end_read(span, "bypass", count(value), None)
+            self.telemetry.end_read(span, "bypass", records_of(count, value), None)
         return value
 
     # -- writes --------------------------------------------------------------------------------

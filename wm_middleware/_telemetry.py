@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import os
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -52,6 +52,7 @@ __all__ = [
     "GuardedSpan",
     "Telemetry",
     "capture_content_enabled",
+    "records_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -170,6 +171,15 @@ def _failed(what: str) -> None:
         return
     _failures_logged.add(what)
     logger.warning("wm_middleware: %s failed; the call goes on (logged once)", what, exc_info=True)
+
+
+def records_of(count: Callable[[Any], int | None], value: Any) -> int | None:
+    """``count(value)``: the record count of a result, or ``None`` where counting fails."""
+    try:
+        return count(value)
+    except Exception:
+        _failed("counting the records of a result")
+        return None
 
 
 class GuardedSpan:
@@ -374,21 +384,37 @@ class Telemetry:
         operation: str,
         server: tuple[str, int | None],
         query: str | None,
-        records: int | None,
+        value: Any,
+        count: Callable[[Any], int | None],
         tier: str,
     ) -> None:
-        """The ``search_memory`` span of a cache hit, started and ended at once.
+        """The ``search_memory`` span of a cache hit of ``value``, started and ended at once.
 
         A hit runs no code of its own inside its span, so the span is never made current: no
         context attach and detach on the hit path. With no SDK tracer provider the API hands
-        out a non-recording span and this costs one ``start_span`` and one ``end``.
+        out a non-recording span, and this costs one ``start_span`` and one ``end``: no wrapper,
+        no attribute, and ``count(value)`` (the record count) is not computed.
         """
-        span = self._start(operation, SEARCH_MEMORY, server, SpanKind.INTERNAL)
-        if span.is_recording():
+        try:
+            span = self.tracer.start_span(SEARCH_MEMORY, kind=SpanKind.INTERNAL)
+        except Exception:
+            _failed("starting a span")
+            return
+        try:
+            recording = span.is_recording()
+        except Exception:
+            _failed("span.is_recording")
+            recording = False
+        if recording:
+            guarded = GuardedSpan(span)
+            self._annotate(guarded, operation, SEARCH_MEMORY, server)
             if self.capture_content and query is not None:
-                span.set_attribute(QUERY_TEXT, query)
-            self.end_read(span, "hit", records, None, tier)
-        span.end()
+                guarded.set_attribute(QUERY_TEXT, query)
+            self.end_read(guarded, "hit", records_of(count, value), None, tier)
+        try:
+            span.end()
+        except Exception:
+            _failed("span.end")
 
     @contextmanager
     def write_span(
@@ -425,18 +451,25 @@ class Telemetry:
             return GuardedSpan(trace.INVALID_SPAN)
         guarded = GuardedSpan(span)
         if guarded.is_recording():
-            try:
-                span.set_attribute(OPERATION_NAME, name)
-                span.set_attribute(PROVIDER_NAME, "supermemory")
-                span.set_attribute(STORE_ID, self.store_id)
-                span.set_attribute(SM_OPERATION, operation)
-                if server[0]:
-                    span.set_attribute(SERVER_ADDRESS, server[0])
-                if server[1] is not None:
-                    span.set_attribute(SERVER_PORT, server[1])
-            except Exception:
-                _failed("annotating a span")
+            self._annotate(guarded, operation, name, server)
         return guarded
+
+    def _annotate(
+        self, span: GuardedSpan, operation: str, name: str, server: tuple[str, int | None]
+    ) -> None:
+        """The attributes every span of this library carries (``span`` is recording)."""
+        try:
+            raw = span.span
+            raw.set_attribute(OPERATION_NAME, name)
+            raw.set_attribute(PROVIDER_NAME, "supermemory")
+            raw.set_attribute(STORE_ID, self.store_id)
+            raw.set_attribute(SM_OPERATION, operation)
+            if server[0]:
+                raw.set_attribute(SERVER_ADDRESS, server[0])
+            if server[1] is not None:
+                raw.set_attribute(SERVER_PORT, server[1])
+        except Exception:
+            _failed("annotating a span")
 
     @staticmethod
     def end_read(

@@ -186,3 +186,31 @@ def test_a_telemetry_failure_is_logged_once_per_kind(caplog: pytest.LogCaptureFi
     assert processor.started == 5
     assert len(warnings) <= 1  # once per process, not once per call
     provider.shutdown()
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_record_count_that_raises_costs_a_hit_its_count_not_its_value(mode: str) -> None:
+    from dataclasses import replace
+
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    def count(value: Any) -> int:
+        raise RuntimeError("count exploded")
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    runtime = Runtime(WorkingMemory(max_entries=10, ttl=60.0), Telemetry(provider, None))
+    read = replace(make_read("counted"), count=count)
+    assert await _read(runtime, read, mode, lambda: RECORDS) == list(RECORDS)  # miss
+    assert await _read(runtime, read, mode, lambda: ()) == list(RECORDS)  # hit
+    hit = [
+        span
+        for span in exporter.get_finished_spans()
+        if span.attributes.get("wm.cache.result") == "hit"
+    ]
+    assert len(hit) == 1
+    assert "gen_ai.memory.record.count" not in (hit[0].attributes or {})
+    assert runtime.bypass("search.memories", SERVER, lambda: "raw", None, count) == "raw"
+    provider.shutdown()
