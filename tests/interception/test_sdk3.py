@@ -220,6 +220,30 @@ async def test_a_different_request_is_a_different_entry(
     assert searches(emulator) == 2
 
 
+async def test_repeated_requests_are_told_apart_by_the_types_and_size_of_their_body(
+    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    # A repeat of a plain request skips route matching by an exact key of its method, URL and
+    # body: 1, 1.0 and True are one Python value but three bodies on the wire.
+    client = make_client(mode, emulator.base_url)
+    for _ in range(2):
+        await done(search(client, threshold=1))
+        await done(search(client, threshold=1.0))
+        await done(search(client, threshold=True))
+    assert searches(emulator) == 3
+    long_query = "what does the user prefer " + "x" * 3_000  # too large to memoise: still cached
+    for _ in range(2):
+        await done(client.search.memories(q=long_query, container_tag=TAG))
+    assert searches(emulator) == 4
+    tags = ["user-1", "user-2"]  # a list in the body: the slower exact key, same answers
+    for _ in range(2):
+        await done(client.search.execute(q=QUERY, container_tags=tags))
+    assert emulator.count("POST", "/v3/search") == 1
+    await done(client.add(content="User now prefers tea", container_tag=TAG))  # a write, then
+    await done(search(client, threshold=1))  # the memoised read misses: it was invalidated
+    assert searches(emulator) == 5
+
+
 async def test_timeout_and_retries_options_share_the_entry(
     emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
 ) -> None:

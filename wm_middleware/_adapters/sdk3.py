@@ -195,27 +195,17 @@ def _client(instance: Any) -> _Client:
 
 
 def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
-    """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched."""
+    """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched.
+
+    A plain request (no per-call headers, query, extra body, files, stream or post-parser) whose
+    small flat body was seen before is looked up first, by its exact method, URL and body: a
+    repeated read skips route matching and key building alike.
+    """
     cast_to = args[0] if args else kwargs.get("cast_to")
     options = args[1] if len(args) > 1 else kwargs.get("options")
     if options is None:
         return None
-    method = str(options.method).upper()
-    if method == "GET":
-        return None  # status polls and GET reads: never cached, nothing to invalidate
-    found = find(method, _path_of(str(options.url)))
-    if found is None or found.route.kind == "pass":
-        return None
-    cast_name = getattr(cast_to, "__name__", "")
-    operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
     client = _client(instance)
-    if found.route.kind == "write":
-        body = _body_of(options)
-        scopes = written(found, client.tenant, body)
-        if scopes is None:
-            return None
-        # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, client.server, method == "DELETE", attempted(found, body))
     headers = options.headers
     plain = (
         not headers
@@ -226,11 +216,26 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         and not kwargs.get("stream")
         and not _given(options.post_parser)
     )
-    memo_key = _memo_key(cast_to, operation, options.json_data) if plain else None
+    memo_key = _memo_key(cast_to, options.method, options.url, options.json_data) if plain else None
     if memo_key is not None:
         read = client.reads.get(memo_key)
         if read is not None:
             return read
+    method = str(options.method).upper()
+    if method == "GET":
+        return None  # status polls and GET reads: never cached, nothing to invalidate
+    found = find(method, _path_of(str(options.url)))
+    if found is None or found.route.kind == "pass":
+        return None
+    cast_name = getattr(cast_to, "__name__", "")
+    operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
+    if found.route.kind == "write":
+        body = _body_of(options)
+        scopes = written(found, client.tenant, body)
+        if scopes is None:
+            return None
+        # A raw write is still a write: it runs as is and invalidates.
+        return Write(operation, scopes, client.server, method == "DELETE", attempted(found, body))
     raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
     body = _body_of(options)
     query = body.get("q")
@@ -272,16 +277,29 @@ _MEMO_TEXT: Final = 2048  # characters of body text a memoised request may carry
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
-def _memo_key(cast_to: Any, operation: str, data: object) -> Hashable | None:
-    """An exact, type-aware key of a small flat JSON body, else ``None`` (not memoised)."""
+def _memo_key(cast_to: Any, method: object, url: object, data: object) -> Hashable | None:
+    """An exact, type-aware key of a request with a small flat JSON body, else ``None``.
+
+    Types are part of it: ``1``, ``1.0`` and ``True`` are equal in Python, not on the wire.
+    """
     if type(data) is not dict:
         return None
-    items: list[Hashable] = [cast_to, operation]
+    values = tuple(data.values())
+    kinds = tuple(map(type, values))
+    if _SCALARS.issuperset(kinds):  # the common body: str, int, float, bool and None only
+        if kinds.count(str) == len(kinds):
+            text = sum(map(len, values))
+        else:
+            text = sum(len(value) for value in values if type(value) is str)
+        if text > _MEMO_TEXT:
+            return None
+        return (cast_to, method, url, tuple(data), values, kinds)
+    items: list[Hashable] = [cast_to, method, url]
     text = 0
     for name, value in data.items():
         kind = type(value)
         if kind in _SCALARS:
-            items.append((name, kind, value))  # the type: 1, 1.0 and True differ on the wire
+            items.append((name, kind, value))
             text += len(value) if kind is str else 0
         elif kind is list and all(type(item) is str for item in value):
             items.append((name, kind, tuple(value)))
@@ -291,15 +309,18 @@ def _memo_key(cast_to: Any, operation: str, data: object) -> Hashable | None:
     return tuple(items) if text <= _MEMO_TEXT else None
 
 
-@lru_cache(maxsize=1)
-def _not_given_types() -> tuple[type, ...]:
-    from supermemory._types import NotGiven, Omit
-
-    return (NotGiven, Omit)
+_NOT_GIVEN_TYPES: tuple[type, ...] | None = None
 
 
 def _given(value: object) -> bool:
-    return value is not None and not isinstance(value, _not_given_types())
+    global _NOT_GIVEN_TYPES
+    if value is None:
+        return False
+    if _NOT_GIVEN_TYPES is None:
+        from supermemory._types import NotGiven, Omit
+
+        _NOT_GIVEN_TYPES = (NotGiven, Omit)
+    return not isinstance(value, _NOT_GIVEN_TYPES)
 
 
 @lru_cache(maxsize=256)
