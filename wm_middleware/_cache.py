@@ -331,7 +331,7 @@ class WorkingMemory(Generic[T]):
                 entry = probe(key)
         else:
             key = None
-            if not params and (limit is UNSET or type(limit) is int):
+            if not params and (type(limit) is int or limit is UNSET):
                 # KeyMemo.named's own probe, inlined: see there for why it is exact. An
                 # unhashable query is refused by KeyMemo.named below.
                 named = self._named_keys
@@ -391,7 +391,7 @@ class WorkingMemory(Generic[T]):
                 entry = probe(key)
         else:
             key = None
-            if not params and (limit is UNSET or type(limit) is int):
+            if not params and (type(limit) is int or limit is UNSET):
                 named = self._named_keys
                 kind = type(container_tags)
                 try:
