@@ -15,6 +15,10 @@ candidates of a section are interleaved: every round runs each of them once, in 
 so that drift in machine load hits them alike. A row's figure is the MEDIAN over rounds of the
 per-call nanoseconds; its ratio is the median of the candidate over the median of the baseline.
 Every sampler runs once before the rounds start (that run calibrates the loop count and warms up).
+
+The ``floor:`` rows time, each on its own, what a hit cannot skip: the call of ``search``'s
+signature with no body, a ``time.monotonic()`` read, an ``OrderedDict`` probe and LRU move, and
+(with parameters) the memo probe. A sum of them counts the loop's own cost once.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import argparse
 import asyncio
 import functools
 import gc
+import inspect
 import json
 import os
 import platform
@@ -46,6 +51,7 @@ from async_lru import alru_cache
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
 from wm_middleware import WorkingMemory
+from wm_middleware._keys import UNSET
 
 # Peers that may be absent: their rows are skipped, saying why.
 _PEER_ERRORS: dict[str, str] = {}
@@ -251,6 +257,40 @@ class LockedLruTtl:
         return value
 
 
+class SameSignature:
+    """``WorkingMemory.search``'s signature and no body: what calling it costs before it runs."""
+
+    def search(
+        self,
+        query: str,
+        fetch: Callable[[], Any],
+        ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
+        **params: Any,
+    ) -> Any:
+        return None
+
+    async def asearch(
+        self,
+        query: str,
+        fetch: Callable[[], Awaitable[Any]],
+        ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
+        **params: Any,
+    ) -> Any:
+        return None
+
+
+def _parameters(function: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
+
+
+assert _parameters(SameSignature.search) == _parameters(WorkingMemory.search), "out of date"
+assert _parameters(SameSignature.asearch) == _parameters(WorkingMemory.asearch), "out of date"
+
+
 def bench_sync_hit(cfg: Config) -> list[Row]:
     query = "what does the user prefer for breakfast"
     wm: WorkingMemory[Any] = WorkingMemory(max_entries=100, ttl=3600.0)
@@ -288,6 +328,9 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         memoized(query)
         peers["theine"] = sync_sampler("f(q)", f=memoized, q=query)
 
+    same = SameSignature()
+    table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
+    memo = {(query, 5, tuple(TAGS)): VALUE}
     hits_before = wm.stats().hits
     samples = interleave(
         {
@@ -311,6 +354,22 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
             **peers,
             "plain": sync_sampler("get(q, fetch)", get=plain.get, q=query, fetch=fetch_value),
             "empty": sync_sampler("pass"),
+            # The floor of a hit: what it cannot avoid doing, each part timed on its own.
+            "call": sync_sampler(
+                "search(q, fetch)", search=same.search, q=query, fetch=fetch_value
+            ),
+            "call_params": sync_sampler(
+                "search(q, fetch, limit=5, container_tags=tags)",
+                search=same.search,
+                q=query,
+                fetch=fetch_value,
+                tags=TAGS,
+            ),
+            "clock": sync_sampler("clock()", clock=time.monotonic),
+            "probe": sync_sampler(
+                "get(q); move(q)", get=table.get, move=table.move_to_end, q=query
+            ),
+            "memo": sync_sampler("get((q, 5, tuple(tags)))", get=memo.get, q=query, tags=TAGS),
         },
         cfg,
         cfg.rounds,
@@ -340,10 +399,26 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
             rows.append(row(name, label, note="context"))
         else:
             print(f"skipped the {name} row: {_PEER_ERRORS[name]}")
+    empty = median(samples["empty"])
+
+    def floor(label: str, *names: str) -> Row:
+        # Each sample includes one loop iteration: the sum counts it once.
+        ns = sum(median(samples[name]) for name in names) - (len(names) - 1) * empty
+        return Row(section, label, ns, "ns", ns / base, None, "context: floor")
+
     return [
         *rows,
         row("plain", "OrderedDict LRU+TTL + Lock + counter hit", note="context"),
         row("empty", "empty loop iteration (included in every row)", note="context"),
+        row("call", "floor: call of search's signature, no body", note="context: floor"),
+        row("clock", "floor: time.monotonic()", note="context: floor"),
+        row("probe", "floor: OrderedDict get + move_to_end", note="context: floor"),
+        floor("floor: those three (a hit without params)", "call", "clock", "probe"),
+        row("call_params", "floor: the call with limit, container_tags", note="context: floor"),
+        row("memo", "floor: memo probe get((q, limit, tuple(tags)))", note="context: floor"),
+        floor(
+            "floor: call, clock, memo, probe (two params)", "call_params", "clock", "memo", "probe"
+        ),
     ]
 
 
@@ -366,6 +441,8 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
 
     lru(query)
     await alru(query)
+    same = SameSignature()
+    table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
 
     samples = await ainterleave(
         {
@@ -378,12 +455,24 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
             "wm_sync": async_sampler(
                 "search(q, fetch)", search=wm.search, q=query, fetch=fetch_value
             ),
+            "empty": async_sampler("pass"),
+            "call": async_sampler(
+                "await asearch(q, fetch)", asearch=same.asearch, q=query, fetch=afetch_value
+            ),
+            "clock": async_sampler("clock()", clock=time.monotonic),
+            "probe": async_sampler(
+                "get(q); move(q)", get=table.get, move=table.move_to_end, q=query
+            ),
         },
         cfg,
         cfg.rounds,
     )
     assert wm.stats().misses == 1
     base = median(samples["lru"])
+    # Each sample includes one loop iteration: the sum counts it once.
+    floor = sum(median(samples[n]) for n in ("call", "clock", "probe")) - 2 * median(
+        samples["empty"]
+    )
     section = "2. async hit (in one running loop)"
 
     def row(name: str, label: str, goal: float | None = None, note: str = "") -> Row:
@@ -396,6 +485,16 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
         row("alru", "async_lru alru_cache: await f(q) hit", note="context"),
         row("coroutine", "await of a coroutine returning a constant", note="context: floor"),
         row("wm_sync", "wm.search(q, fetch) hit in the same loop", note="context"),
+        row("call", "floor: await of asearch's signature, no body", note="context: floor"),
+        Row(
+            section,
+            "floor: that, time.monotonic(), get + move_to_end",
+            floor,
+            "ns",
+            floor / base,
+            None,
+            "context: floor",
+        ),
     ]
 
 
