@@ -306,6 +306,7 @@ class WorkingMemory(Generic[T]):
         ``container_tags`` and ``limit`` are parameters like any other (given or not, they make
         the same key as in ``**params``). They are named because most searches carry them: a
         named argument costs the call no keyword dict, and their key is memoised as they come.
+        ``ttl``, ``container_tags`` and ``limit`` may also be given by position, in that order.
 
         Raises:
             TypeError: ``fetch`` is not callable, is an ``async def`` function or returns an
