@@ -316,7 +316,7 @@ class WorkingMemory(Generic[T]):
         """
         # The hit path, inlined: it should cost little more than the dict probe it is. A query
         # already in normal form is its own key (normalising is idempotent, and keys with
-        # parameters are tuples, never equal to a str), so it is probed as given first.
+        # parameters are frozensets, never equal to a str), so it is probed as given first.
         # Bound methods stored on self are called through locals: ``self._probe(...)`` compiles
         # to a LOAD_METHOD that CPython 3.11 cannot specialise for an instance attribute.
         probe = self._probe
