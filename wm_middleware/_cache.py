@@ -333,8 +333,8 @@ class WorkingMemory(Generic[T]):
         else:
             key = None
             if not params and (type(limit) is int or limit is UNSET):
-                # KeyMemo.named's own probe, inlined: see there for why it is exact. An
-                # unhashable query is refused by KeyMemo.named below.
+                # The memo's probe, inlined: KeyMemo.named says what a slot is and why it is
+                # exact. An unhashable query is refused by KeyMemo.named below.
                 named = self._named_keys
                 kind = type(container_tags)
                 try:

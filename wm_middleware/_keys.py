@@ -133,8 +133,8 @@ class KeyMemo:
         self._size = size
         self._queries: dict[str, str] = {}
         self._params: dict[tuple[Any, ...], Key] = {}
-        # named()'s table, public because ``WorkingMemory.search`` probes it inline. Emptied in
-        # place, never replaced, so a bound ``named_keys.get`` stays valid.
+        # named()'s table, public because ``WorkingMemory.search`` probes it inline (named()
+        # says what a slot is). Emptied in place, never replaced, so a bound ``get`` stays valid.
         self.named_keys: dict[tuple[Any, ...], Key] = {}
 
     def query(self, query: object) -> str:
@@ -196,37 +196,22 @@ class KeyMemo:
     def named(self, query: object, container_tags: Any, limit: Any, params: dict[str, Any]) -> Key:
         """:func:`make_key` of ``query`` with ``params`` and the two parameters ``search`` names.
 
-        ``params`` holds the other parameters (it is added to when there are some). With none,
-        the memo is probed with ``(query, limit, tuple(container_tags))``, or ``(query, limit)``
-        when no tags are given, built from the arguments as they come: no dict, no freezing.
-        Only an int limit (a bool is no int here) and a list or tuple of str as tags are
-        memoised, and a slot is probed only with an int limit, so a stand-in equals a memoised
-        one exactly when the keys are equal (a tag equal to a str is that str in JSON too).
+        ``search`` calls this when its own probe of :attr:`named_keys` found nothing (or could
+        not be tried), so this builds the key and memoises it without probing again. ``params``
+        holds the other parameters (it is added to when there are some: then the key goes
+        through :meth:`key`). With none, the slot is ``(query, limit, tuple(container_tags))``,
+        or ``(query, limit)`` when no tags are given. Only an int limit (a bool is no int here)
+        and a list or tuple of str as tags are memoised, and ``search`` probes only with an int
+        limit or none, so a stand-in equals a memoised one exactly when the keys are equal (a
+        tag equal to a str is that str in JSON too).
         """
-        if params:
-            if container_tags is not UNSET:
-                params["container_tags"] = container_tags
-            if limit is not UNSET:
-                params["limit"] = limit
-            return self.key(query, params)
-        if type(query) is str and (limit is UNSET or type(limit) is int):
-            kind = type(container_tags)
-            if kind is list or kind is tuple:
-                key = self.named_keys.get((query, limit, tuple(container_tags)))
-            elif container_tags is UNSET:
-                key = self.named_keys.get((query, limit))
-            else:
-                key = None
-            if key is not None:
-                return key
-        return self._named_miss(query, container_tags, limit)
-
-    def _named_miss(self, query: object, container_tags: Any, limit: Any) -> Key:
-        params: dict[str, Any] = {}
+        others = bool(params)
         if container_tags is not UNSET:
             params["container_tags"] = container_tags
         if limit is not UNSET:
             params["limit"] = limit
+        if others:
+            return self.key(query, params)
         key = make_key(self.query(query), params)  # refuses what cannot be a key
         if (
             type(query) is not str
