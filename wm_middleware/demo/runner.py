@@ -24,10 +24,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .._cache import CacheStats, WorkingMemory
-from .._instrumentor import instrument, uninstrument
+from .._instrumentor import instrument, uninstrument, wrap
 from .._otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
-from .._runtime import Runtime
-from .._telemetry import SEARCH_MEMORY, WRITE_SPANS, Telemetry
+from .._telemetry import SEARCH_MEMORY, WRITE_SPANS
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
@@ -297,13 +296,13 @@ def _caching(
         finally:
             uninstrument()
         return
-    from .._adapters import sdk3  # supermemory-openai-sdk drives the 3.x SDK
-
-    memory = WorkingMemory(max_entries=100, ttl=60.0)
-    runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider), cache=cached)
-    wrapped = sdk3.wrap(tools.client, runtime)
-    if wrapped is None:
-        raise ValueError("--duration runs the demo on supermemory 3.x clients only")
+    wrapped = wrap(
+        tools.client,
+        cache=cached,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    memory = wrapped.working_memory
     original, tools.client = tools.client, wrapped
     try:
         yield memory
