@@ -226,7 +226,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("settle_interval", SETTLE_INTERVAL, 1.0, "seconds > 0",
            "seconds between two status checks of a pending write",
            _seconds, _SECONDS),
-    Option("settle_max", SETTLE_MAX, 60.0, "seconds > 0",
+    Option("settle_max", SETTLE_MAX, 60.0, "seconds > 0, at least settle_interval",
            "the longest a pending write is waited for (the settle window)",
            _seconds, _SECONDS),
     Option("openinference", OPENINFERENCE, False, "true or false",
@@ -282,7 +282,8 @@ class Settings:
         Raises:
             TypeError: an argument of the wrong type, or an unknown argument.
             ValueError: a bad argument value (naming the argument) or a bad variable (naming
-                the variable), or ``refresh_after`` not below ``ttl``.
+                the variable), ``refresh_after`` not below ``ttl`` or ``settle_interval`` above
+                ``settle_max``.
         """
         environ = os.environ if environ is None else environ
         unknown = set(arguments) - {option.field for option in OPTIONS}
@@ -312,6 +313,11 @@ class Settings:
             raise ValueError(
                 f"refresh_after ({REFRESH_AFTER}) must be below ttl ({TTL}), "
                 f"got {refresh} and {ttl}"
+            )
+        if self.settle_interval > self.settle_max:
+            raise ValueError(
+                f"settle_interval ({SETTLE_INTERVAL}) must not exceed settle_max ({SETTLE_MAX}), "
+                f"got {self.settle_interval} and {self.settle_max}"
             )
 
     def changes(self, other: Settings) -> dict[str, tuple[Any, Any]]:

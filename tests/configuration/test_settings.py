@@ -140,6 +140,11 @@ def test_refresh_after_must_be_below_ttl_from_either_source() -> None:
         Settings.resolve({"ttl": 5.0}, {"WM_MIDDLEWARE_REFRESH_AFTER": "5"})
 
 
+def test_settle_interval_must_not_exceed_settle_max() -> None:
+    with pytest.raises(ValueError, match="settle_interval"):
+        Settings.resolve({"settle_max": 0.5}, {"WM_MIDDLEWARE_SETTLE_INTERVAL": "2"})
+
+
 # -- the three entry points read the environment the same way -------------------------------------
 def _instrumented(**_: Any) -> WorkingMemory[Any]:
     memory = wm_middleware.instrument()
