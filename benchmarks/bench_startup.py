@@ -8,9 +8,10 @@ supermemory-openai-sdk, whose import pulls in ``openai``)::
     python benchmarks/bench_startup.py --json startup.json
 
 Method. Every sample is a fresh interpreter (``sys.executable -c ...``) timed from spawn to exit,
-with this checkout first on ``PYTHONPATH`` and no ``WM_MIDDLEWARE_*`` / ``OTEL_*`` variables. The
-candidates are interleaved: each round runs every one of them once, in a rotated order, so that
-drift in machine load hits them alike; one round runs first unmeasured (warming the OS caches).
+run in this checkout's root with it on ``PYTHONPATH``, and no ``WM_MIDDLEWARE_*`` / ``OTEL_*``
+variables. The candidates are interleaved: each round runs every one of them once, in a rotated
+order, so that drift in machine load hits them alike; one round runs first unmeasured (warming
+the OS caches).
 A figure is the MEDIAN over rounds, of the wall time and of the CPU time (user + system) the
 child used; a difference is the difference of two medians. On a loaded machine the wall time
 includes waiting for a core, the CPU time much less so: read the two together.
@@ -63,7 +64,8 @@ def _environment() -> dict[str, str]:
 def _once(code: str, env: dict[str, str]) -> tuple[float, float]:
     """Seconds from spawning ``python -c code`` to its exit, and the CPU seconds it used."""
     start = time.perf_counter()
-    process = subprocess.Popen([sys.executable, "-c", code], env=env)
+    # cwd: ``-c`` puts the working directory first on sys.path, ahead of PYTHONPATH.
+    process = subprocess.Popen([sys.executable, "-c", code], env=env, cwd=ROOT)
     _, status, usage = os.wait4(process.pid, 0)
     wall = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)

@@ -307,42 +307,35 @@ def instrument(
 
     Patches (with wrapt) the supermemory SDK 3.x and 5.x, the supermemory-openai-sdk middleware,
     and with ``httpx=True`` plain httpx clients calling the API: a library already imported at
-    once, the others when the application imports them (``instrument()`` imports none of them).
-    Clients created before and after the call are covered. A missing or unknown client library is
-    logged and skipped, never raised.
+    once, the others when the application imports them (none is imported here). Clients created
+    before and after the call are covered; a missing library is skipped, never raised.
 
-    Every option is keyword-only. A setting left ``None`` comes from its ``WM_MIDDLEWARE_*``
-    variable, else its default (the table: ``docs/configuration.md``). Called again with the
-    same settings, it changes nothing and returns the same working memory; with other settings
-    (also when ``opentelemetry-instrument`` instrumented first), it re-instruments with them
-    and returns the new working memory.
+    Every option is keyword-only; one left ``None`` comes from its ``WM_MIDDLEWARE_*`` variable,
+    else its default (the table: ``docs/configuration.md``). Called again with the same settings
+    it changes nothing and returns the same memory; with others (also after the
+    ``opentelemetry-instrument`` loader) it re-instruments with them and returns the new memory.
 
     Args:
         cache: ``False`` observes without caching (every read recorded as ``bypass``).
-        max_entries, ttl, refresh_after, shared: the :class:`WorkingMemory` to create. ``shared``
-            is a tier shared by every process using it: a ``redis://`` / ``rediss://`` URL (a
-            ``RedisTier(url)`` is made; needs the ``redis`` extra) or a ``RedisTier``.
-        working_memory: use this one instead (e.g. shared with ``wrap()``); then give its size,
-            ttl, refresh and tier to it, not beside it.
+        max_entries, ttl, refresh_after, shared: the :class:`WorkingMemory` to create; ``shared``
+            is a ``redis://`` / ``rediss://`` URL (the ``redis`` extra) or a ``RedisTier``.
+        working_memory: use this one instead, and give it those four settings.
         tracer_provider, meter_provider: defaults are the global providers.
         trace_hits: ``False`` makes no span per hit (metrics still count every hit).
         httpx: also cache plain ``httpx`` clients that call the API paths.
-        otlp_endpoint: install SDK providers exporting over OTLP to this endpoint, unless the
-            application configured its own (see :func:`wm_middleware.configure_otlp`). The
-            protocol follows ``OTEL_EXPORTER_OTLP_PROTOCOL``: ``http/protobuf`` by default (port
-            4318) or ``grpc`` (port 4317). Without it, ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone
-            does the same.
-        store_id: ``gen_ai.memory.store.id`` on every span: the name of the memory store, never
-            a user (default ``"supermemory"``).
+        otlp_endpoint: install SDK providers exporting over OTLP there, unless the application
+            configured its own (see :func:`wm_middleware.configure_otlp`); without it,
+            ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone does the same.
+        store_id: ``gen_ai.memory.store.id`` on every span, naming the store, never a user.
         freshness, settle_interval, settle_max: reads after a write wait for it to be indexed,
             checking every ``settle_interval`` seconds for at most ``settle_max``.
         openinference: also set OpenInference attributes on spans.
 
     Raises:
-        TypeError, ValueError: a bad argument or ``WM_MIDDLEWARE_*`` variable (the message names
-            it; also an unsupported OTLP protocol), or an option given by position.
-        ImportError: ``otlp_endpoint`` without the ``otlp`` extra installed, or ``shared`` a URL
-            without redis-py (the ``redis`` extra).
+        TypeError, ValueError: a bad argument or variable (the message names it), an option
+            given by position, or an unsupported OTLP protocol.
+        ImportError: ``otlp_endpoint`` without the ``otlp`` extra, or ``shared`` a URL without
+            redis-py (the ``redis`` extra).
     """
     arguments = dict(locals())
     with _LOCK:  # one instrument() or uninstrument() at a time
@@ -407,7 +400,7 @@ def wrap(
     """
     if isinstance(client, type):
         raise _no_adapter_for(client)
-    arguments = dict(locals())
+    arguments = dict(locals(), httpx=False)  # WM_MIDDLEWARE_HTTPX is instrument()'s alone
     request = _Request.of(arguments)
     memory = _memory(request.settings, request.working_memory)
     runtime = _runtime(memory, request.settings, tracer_provider, meter_provider)

@@ -221,6 +221,13 @@ def test_a_bad_variable_fails_a_code_call_naming_it(
     assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
 
 
+def test_wrap_does_not_read_the_variable_of_instrument_alone(
+    env: pytest.MonkeyPatch, emulator: EmulatorServer, generation: Generation
+) -> None:
+    env.setenv("WM_MIDDLEWARE_HTTPX", "2")
+    assert wm_middleware.wrap(generation.client("sync", emulator.base_url)) is not None
+
+
 def test_the_runtime_and_telemetry_get_every_setting_they_take(env: pytest.MonkeyPatch) -> None:
     env.setenv("WM_MIDDLEWARE_STORE_ID", "kb-prod")
     env.setenv("WM_MIDDLEWARE_TRACE_HITS", "false")
