@@ -204,7 +204,17 @@ class PatchTable:
             self._applied.clear()
 
     def _imported(self, module: ModuleType) -> None:
-        """A post-import hook: never raises, since that would fail the application's import."""
+        """A post-import hook: never raises, since that would fail the application's import.
+
+        It runs in the importing thread, which still holds the import lock of ``module``, and
+        takes the instrumentor's lock. One race remains: an ``instrument()`` in another thread
+        that, holding that lock, imports a module of this library before it has finished its
+        first import would wait for this thread while this thread waits for it. It needs a first
+        import of the library racing ``instrument()`` itself; import the library first or call
+        ``instrument()`` before starting threads.
+        """
+        if not self._active:  # reverted: no need to wait for the lock
+            return
         with self._lock:
             if not self._active:
                 return
