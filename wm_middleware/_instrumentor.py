@@ -32,7 +32,7 @@ from opentelemetry.trace import TracerProvider
 from ._adapters import ADAPTERS, PatchTable
 from ._cache import WorkingMemory
 from ._runtime import Runtime
-from ._settings import OPTIONS, Settings
+from ._settings import OPTIONS, Settings, shown
 from ._telemetry import Telemetry
 from ._tier import SharedTier
 from .package import _instruments
@@ -130,6 +130,11 @@ def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:
     return working_memory
 
 
+def _shown(value: object) -> str:
+    """``value`` for a log line: a URL without the password it may carry."""
+    return shown(value) if isinstance(value, str) and "://" in value else repr(value)
+
+
 @dataclass(frozen=True, slots=True)
 class _Request:
     """Everything one instrumentation is made of: two equal requests make the same one."""
@@ -158,7 +163,7 @@ class _Request:
     def differences(self, active: _Request) -> list[str]:
         """``name=new (was old)`` for what differs from ``active``."""
         changed = [
-            f"{name}={new!r} (was {old!r})"
+            f"{name}={_shown(new)} (was {_shown(old)})"
             for name, (new, old) in self.settings.changes(active.settings).items()
         ]
         for name in ("working_memory", "tracer_provider", "meter_provider"):

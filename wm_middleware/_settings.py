@@ -44,6 +44,7 @@ __all__ = [
     "TTL",
     "Option",
     "Settings",
+    "shown",
     "table",
 ]
 

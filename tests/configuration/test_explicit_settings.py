@@ -80,6 +80,18 @@ def test_a_call_that_matches_the_environment_is_identical(
     assert wm_middleware.instrument(ttl=5.0) is first
 
 
+def test_the_re_instrument_line_hides_a_urls_password(
+    clean: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    pytest.importorskip("redis")
+    wm_middleware.instrument(shared="redis://user:first-secret@127.0.0.1:1/0")
+    with caplog.at_level(logging.INFO, logger="wm_middleware"):
+        wm_middleware.instrument(shared="redis://user:second-secret@127.0.0.1:1/0")
+    (line,) = [r.getMessage() for r in _records(caplog) if "instrumenting again" in r.getMessage()]
+    assert "secret" not in line
+    assert "shared='redis://***@127.0.0.1:1/0'" in line
+
+
 def test_a_given_memory_replaces_the_active_one(clean: None) -> None:
     wm_middleware.instrument()
     mine = WorkingMemory[Any](ttl=3.0)
