@@ -36,9 +36,10 @@ docs/configuration.md). ``instrument()`` imports no client library: each is patc
 application imports it.
 
 Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
-variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``; the
-application's own ``wm_middleware.instrument(...)`` returns it as well, re-instrumenting first if
-it passes other settings than the loader's.
+variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
+application's own ``wm_middleware.instrument(...)`` returns that memory when its settings are the
+loader's; with other settings it re-instruments and returns the new memory, which is then the one
+``working_memory`` gives.
 
 Loaded on first use, so that their optional dependencies are imported only when needed:
 
