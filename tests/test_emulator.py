@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 from wm_middleware.emulator import Emulator, EmulatorServer, SeedMemory
-from wm_middleware.emulator._text import rank, tokenize
+from wm_middleware.emulator.text import rank, tokenize
 
 supermemory = pytest.importorskip("supermemory")
 
