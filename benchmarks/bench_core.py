@@ -51,7 +51,7 @@ from async_lru import alru_cache
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
 from wm_middleware import WorkingMemory
-from wm_middleware._keys import UNSET
+from wm_middleware._core import UNSET
 
 # Peers that may be absent: their rows are skipped, saying why.
 _PEER_ERRORS: dict[str, str] = {}
@@ -264,6 +264,7 @@ class SameSignature:
         self,
         query: str,
         fetch: Callable[[], Any],
+        *,
         ttl: float | None = None,
         container_tags: Any = UNSET,
         limit: Any = UNSET,
@@ -275,6 +276,7 @@ class SameSignature:
         self,
         query: str,
         fetch: Callable[[], Awaitable[Any]],
+        *,
         ttl: float | None = None,
         container_tags: Any = UNSET,
         limit: Any = UNSET,
@@ -385,9 +387,9 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         return Row(section, label, ns, "ns", ns / base, goal, note)
 
     rows = [
-        row("wm", "wm.search(q, fetch) hit", 4.0),
+        row("wm", "wm.search(q, fetch) hit", 6.0),
         row("lru", "functools.lru_cache f(q) hit (baseline)"),
-        row("wm_params", "wm.search(q, fetch, limit, container_tags) hit", 8.0),
+        row("wm_params", "wm.search(q, fetch, limit=, container_tags=) hit", 10.0),
         row("wm_params3", "wm.search(q, fetch, 3 params) hit", note="info"),
         row("cachetools", "cachetools.cached(TTLCache, lock=Lock) hit", note="context"),
     ]
@@ -480,7 +482,7 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
         return Row(section, label, ns, "ns", ns / base, goal, note)
 
     return [
-        row("wm", "await wm.asearch(q, fetch) hit", 5.0),
+        row("wm", "await wm.asearch(q, fetch) hit", 8.0),
         row("lru", "functools.lru_cache f(q) hit (baseline)"),
         row("alru", "async_lru alru_cache: await f(q) hit", note="context"),
         row("coroutine", "await of a coroutine returning a constant", note="context: floor"),

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from wm_middleware import RedisTier
-from wm_middleware._tier import TierResult
+from wm_middleware._core import TierResult
 
 from .servers import Cluster, Server, server_binary
 
