@@ -67,6 +67,24 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     _PEER_ERRORS["theine"] = str(error)
 
 VALUE: Final = ("the", "cached", "value")
+# A search response of 10 results, as the API's JSON: what ``copy=True`` deep-copies per hit.
+SEARCH_RESPONSE: Final = {
+    "results": [
+        {
+            "id": f"memory-{i}",
+            "memory": "User prefers green tea in the morning and coffee after lunch",
+            "similarity": 0.87,
+            "metadata": {"source": "chat", "turn": i},
+            "updatedAt": "2025-01-01T00:00:00Z",
+            "version": 1,
+            "documents": [{"id": f"doc-{i}", "title": "chat", "type": "text"}],
+            "context": {"children": [], "parents": []},
+        }
+        for i in range(10)
+    ],
+    "timing": 12,
+    "total": 10,
+}
 TAGS: Final = ["user-1"]
 
 
@@ -330,6 +348,8 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         memoized(query)
         peers["theine"] = sync_sampler("f(q)", f=memoized, q=query)
 
+    copying: WorkingMemory[Any] = WorkingMemory(max_entries=100, ttl=3600.0, copy=True)
+    copying.search(query, lambda: SEARCH_RESPONSE)
     same = SameSignature()
     table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
     memo = {(query, 5, tuple(TAGS)): VALUE}
@@ -353,6 +373,9 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
                 tags=TAGS,
             ),
             "cachetools": sync_sampler("f(q)", f=ttl_cache, q=query),
+            "copy": sync_sampler(
+                "search(q, fetch)", search=copying.search, q=query, fetch=fetch_value
+            ),
             **peers,
             "plain": sync_sampler("get(q, fetch)", get=plain.get, q=query, fetch=fetch_value),
             "empty": sync_sampler("pass"),
@@ -392,6 +415,7 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         row("wm_params", "wm.search(q, fetch, limit=, container_tags=) hit", 10.0),
         row("wm_params3", "wm.search(q, fetch, 3 params) hit", note="info"),
         row("cachetools", "cachetools.cached(TTLCache, lock=Lock) hit", note="context"),
+        row("copy", "WorkingMemory(copy=True) hit, 10-result response", note="info"),
     ]
     for name, label in (
         ("cachebox", "cachebox.cached(TTLCache) hit (Rust)"),
@@ -443,6 +467,8 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
 
     lru(query)
     await alru(query)
+    copying: WorkingMemory[Any] = WorkingMemory(max_entries=100, ttl=3600.0, copy=True)
+    copying.search(query, lambda: SEARCH_RESPONSE)
     same = SameSignature()
     table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
 
