@@ -11,7 +11,7 @@ import pytest
 import redis
 
 from wm_middleware import RedisTier
-from wm_middleware._tier import TierResult
+from wm_middleware._core import TierResult
 
 from ..conftest import wait_until as wait_until
 from .servers import Cluster, Server, server_binary
