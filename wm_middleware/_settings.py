@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._tier import SharedTier
+from ._core import SharedTier
 
 __all__ = [
     "CACHE",

@@ -1,8 +1,4 @@
-"""The interception tests' emulator and SDK-generation fixtures, for the configuration tests."""
+"""The interception tests' SDK-generation fixtures, for the configuration tests (the emulator
+fixtures are in tests/conftest.py)."""
 
-from tests.interception.conftest import (  # noqa: F401  (fixtures)
-    emulator,
-    emulator_server,
-    generation,
-    mode,
-)
+from tests.interception.conftest import generation, mode  # noqa: F401  (fixtures)
