@@ -20,6 +20,8 @@ from typing import Any, Final
 
 from opentelemetry import metrics, trace
 
+from .outage import Outage, guarded
+
 __all__ = ["PROTOCOLS", "DeliveryCount", "configure_otlp", "otlp_protocol", "probe"]
 
 logger = logging.getLogger("wm_middleware")
@@ -74,7 +76,11 @@ _EXPORTERS: Final = {
 
 
 def _exporter(
-    signal: str, endpoint: str | None, protocol: str | None, timeout: float | None
+    signal: str,
+    endpoint: str | None,
+    protocol: str | None,
+    timeout: float | None,
+    outage: Outage | None = None,
 ) -> Any:
     protocol = otlp_protocol(signal, protocol)
     module, name = _EXPORTERS[signal]
@@ -83,7 +89,43 @@ def _exporter(
         found = importlib.import_module(f"opentelemetry.exporter.otlp.proto.{package}.{module}")
     except ImportError as error:
         raise ImportError(_MISSING_EXTRA) from error
-    return getattr(found, name)(endpoint=_url(endpoint, protocol, signal), timeout=timeout)
+    exporter_class = getattr(found, name)
+    if outage is not None:
+        exporter_class = guarded(exporter_class, outage, _failure(signal))
+    return exporter_class(endpoint=_url(endpoint, protocol, signal), timeout=timeout)
+
+
+def _failure(signal: str) -> Any:
+    if signal == "traces":
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        return SpanExportResult.FAILURE
+    from opentelemetry.sdk.metrics.export import MetricExportResult
+
+    return MetricExportResult.FAILURE
+
+
+def _target(endpoint: str | None, protocol: str, signal: str) -> str:
+    """Where ``signal`` goes: ``endpoint``, else the OTEL_EXPORTER_OTLP_* variables' default."""
+    if endpoint is not None:
+        return endpoint
+    for name in (f"OTEL_EXPORTER_OTLP_{signal.upper()}_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            return value
+    return f"http://localhost:{DEFAULT_PORTS[protocol]}"
+
+
+def _outages(endpoint: str | None, protocols: dict[str, str]) -> dict[str, Outage]:
+    """One :class:`Outage` per collector: both signals share it when they go to one place."""
+    found: dict[tuple[str, str], Outage] = {}
+    by_signal: dict[str, Outage] = {}
+    for signal, protocol in protocols.items():
+        target = _target(endpoint, protocol, signal)
+        origin = target.split("/v1/", 1)[0].rstrip("/")
+        outage = found.setdefault((origin, protocol), Outage(origin, protocol))
+        by_signal[signal] = outage
+    return by_signal
 
 
 def span_exporter(
@@ -229,6 +271,7 @@ def configure_otlp(
     except ImportError as error:
         raise ImportError(_MISSING_EXTRA) from error
 
+    outages = _outages(endpoint, {"traces": traces_protocol, "metrics": metrics_protocol})
     tracer_set, meter_set = _sdk_configured()
     resource = Resource.create({})
     if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
@@ -237,7 +280,7 @@ def configure_otlp(
         tracer_provider: Any = trace.get_tracer_provider()
         logger.info("wm_middleware: keeping the application's tracer provider")
     else:
-        exporter = span_exporter(endpoint, traces_protocol)
+        exporter = _exporter("traces", endpoint, traces_protocol, None, outages["traces"])
         tracer_provider = TracerProvider(resource=resource)
         tracer_provider.add_span_processor(BatchSpanProcessor(exporter))
         trace.set_tracer_provider(tracer_provider)  # shut down (flushed) at exit by the SDK
@@ -246,7 +289,7 @@ def configure_otlp(
         logger.info("wm_middleware: keeping the application's meter provider")
     else:
         reader = PeriodicExportingMetricReader(
-            metric_exporter(endpoint, metrics_protocol),
+            _exporter("metrics", endpoint, metrics_protocol, None, outages["metrics"]),
             export_interval_millis=export_interval * 1000,
         )
         meter_provider = MeterProvider(resource=resource, metric_readers=[reader])

@@ -1,0 +1,116 @@
+"""OTLP export with no collector listening: fail fast, say so once, never stall the exit.
+
+The SDK's OTLP exporters retry a refused export with backoff until their timeout (10 s), and
+log every retry: with nothing listening, an application's exit paused about 13 s and printed
+eight lines. :func:`guarded` subclasses an exporter class so that, while no collector is known
+to be up, each export first tries a TCP connection to the collector (refused at once when
+nothing listens) and drops the batch if it fails. Exporters that share one :class:`Outage`
+report it in one WARNING line per outage, and one INFO line when a collector accepts again.
+The exporter's own retry lines are muted while it exports; its timeout still bounds an export
+to a collector that accepts connections and then hangs.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+__all__ = ["Outage", "guarded"]
+
+logger = logging.getLogger("wm_middleware")
+
+_EXPORTER_LOGS: Final = "opentelemetry.exporter"
+_CONNECT_TIMEOUT: Final = 1.0
+
+
+class Outage:
+    """Whether the collector at ``target`` is up, shared by the exporters that send to it."""
+
+    def __init__(self, target: str, protocol: str) -> None:
+        self.target = target
+        self.protocol = protocol
+        self.up = False  # unknown counts as not known to be up: check before exporting
+        self.reported = False
+        self._lock = threading.Lock()
+        self._muting = 0
+        self._level = logging.NOTSET
+
+    def address(self) -> tuple[str, int]:
+        parts = urlsplit(self.target if "//" in self.target else f"//{self.target}")
+        secure = parts.scheme == "https"
+        default = 4317 if self.protocol == "grpc" else (443 if secure else 4318)
+        return parts.hostname or "localhost", parts.port or default
+
+    def reachable(self) -> bool:
+        """True if a collector is known to be up, or accepts a TCP connection now."""
+        if self.up:
+            return True
+        try:
+            with socket.create_connection(self.address(), timeout=_CONNECT_TIMEOUT):
+                return True
+        except OSError:
+            return False
+
+    def report(self, delivered: bool) -> None:
+        """One WARNING when an outage begins, one INFO when it ends."""
+        with self._lock:
+            was_up, self.up = self.up, delivered
+            if delivered:
+                if self.reported:
+                    logger.info("wm_middleware: the OTLP collector at %s is back", self.target)
+                self.reported = False
+                return
+            if self.reported:
+                return
+            self.reported = True
+        reason = "" if was_up else " (nothing accepted a connection or an export)"
+        logger.warning(
+            "wm_middleware: no OTLP collector at %s over %s%s; spans and metrics are dropped "
+            "until one accepts them (said once)",
+            self.target,
+            self.protocol,
+            reason,
+        )
+
+    @contextmanager
+    def muted(self) -> Iterator[None]:
+        """The exporters' own log lines are silenced in the block (counted across threads)."""
+        exporters = logging.getLogger(_EXPORTER_LOGS)
+        with self._lock:
+            if self._muting == 0:
+                self._level = exporters.level
+                exporters.setLevel(logging.CRITICAL + 1)
+            self._muting += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._muting -= 1
+                if self._muting == 0:
+                    exporters.setLevel(self._level)
+
+
+def guarded(exporter_class: type[Any], outage: Outage, failure: Any) -> type[Any]:
+    """A subclass of ``exporter_class`` whose ``export`` goes through ``outage``."""
+
+    class Guarded(exporter_class):  # type: ignore[misc, valid-type]
+        def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
+            if not outage.reachable():
+                outage.report(False)
+                return failure
+            with outage.muted():
+                try:
+                    result = super().export(batch, *args, **kwargs)
+                except Exception:
+                    logger.debug("wm_middleware: an OTLP export raised", exc_info=True)
+                    result = failure
+            outage.report(result != failure)
+            return result
+
+    Guarded.__name__ = Guarded.__qualname__ = f"Guarded{exporter_class.__name__}"
+    return Guarded
