@@ -98,7 +98,7 @@ class Outage:
 def guarded(exporter_class: type[Any], outage: Outage, failure: Any) -> type[Any]:
     """A subclass of ``exporter_class`` whose ``export`` goes through ``outage``."""
 
-    class Guarded(exporter_class):  # type: ignore[misc, valid-type]
+    class Guarded(exporter_class):  # type: ignore[misc]
         def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
             if not outage.reachable():
                 outage.report(False)
