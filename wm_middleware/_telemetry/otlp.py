@@ -91,8 +91,11 @@ def _exporter(
         raise ImportError(_MISSING_EXTRA) from error
     exporter_class = getattr(found, name)
     if outage is not None:
-        exporter_class = guarded(exporter_class, outage, _failure(signal))
+        exporter_class = guarded(exporter_class, outage, _SIGNAL_NAMES[signal], _failure(signal))
     return exporter_class(endpoint=_url(endpoint, protocol, signal), timeout=timeout)
+
+
+_SIGNAL_NAMES: Final = {"traces": "spans", "metrics": "metrics"}
 
 
 def _failure(signal: str) -> Any:

@@ -6,6 +6,7 @@ eight lines. :func:`guarded` subclasses an exporter class so that, while no coll
 to be up, each export first tries a TCP connection to the collector (refused at once when
 nothing listens) and drops the batch if it fails. Exporters that share one :class:`Outage`
 report it in one WARNING line per outage, and one INFO line when a collector accepts again.
+A collector that is there but refuses a signal is reported once for that signal.
 The exporter's own retry lines are muted while it exports; its timeout still bounds an export
 to a collector that accepts connections and then hangs.
 """
@@ -29,13 +30,19 @@ _CONNECT_TIMEOUT: Final = 1.0
 
 
 class Outage:
-    """Whether the collector at ``target`` is up, shared by the exporters that send to it."""
+    """Whether the collector at ``target`` is up, shared by the exporters that send to it.
+
+    Two kinds of trouble, each said once: nothing accepts a connection (one line for every
+    signal), or a collector is there and refuses one signal (a traces-only backend answering
+    metrics exports with 404 or 405: one line for that signal).
+    """
 
     def __init__(self, target: str, protocol: str) -> None:
         self.target = target
         self.protocol = protocol
-        self.up = False  # unknown counts as not known to be up: check before exporting
-        self.reported = False
+        self.up = False  # an export was accepted since the last failure; else check first
+        self.down_reported = False
+        self.refused: set[str] = set()  # signals refused (and reported) since last accepted
         self._lock = threading.Lock()
         self._muting = 0
         self._level = logging.NOTSET
@@ -47,35 +54,53 @@ class Outage:
         return parts.hostname or "localhost", parts.port or default
 
     def reachable(self) -> bool:
-        """True if a collector is known to be up, or accepts a TCP connection now."""
+        """True if a collector is known to be up, or accepts a TCP connection now; else the
+        outage is reported (once)."""
         if self.up:
             return True
         try:
             with socket.create_connection(self.address(), timeout=_CONNECT_TIMEOUT):
                 return True
         except OSError:
-            return False
-
-    def report(self, delivered: bool) -> None:
-        """One WARNING when an outage begins, one INFO when it ends."""
+            pass
         with self._lock:
-            was_up, self.up = self.up, delivered
-            if delivered:
-                if self.reported:
-                    logger.info("wm_middleware: the OTLP collector at %s is back", self.target)
-                self.reported = False
-                return
-            if self.reported:
-                return
-            self.reported = True
-        reason = "" if was_up else " (nothing accepted a connection or an export)"
+            if self.down_reported:
+                return False
+            self.down_reported = True
         logger.warning(
-            "wm_middleware: no OTLP collector at %s over %s%s; spans and metrics are dropped "
-            "until one accepts them (said once)",
+            "wm_middleware: no OTLP collector at %s over %s (nothing accepted a connection); "
+            "spans and metrics are dropped until one accepts them (said once)",
             self.target,
             self.protocol,
-            reason,
         )
+        return False
+
+    def report(self, signal: str, accepted: bool) -> None:
+        """An export of ``signal`` was accepted or not: one WARNING per refused signal, one
+        INFO when exports are accepted again after an outage."""
+        with self._lock:
+            self.up = accepted
+            if accepted:
+                back = self.down_reported or signal in self.refused
+                self.down_reported = False
+                self.refused.discard(signal)
+            else:
+                back = False
+                if signal in self.refused:
+                    return
+                self.refused.add(signal)
+        if back:
+            logger.info(
+                "wm_middleware: the OTLP collector at %s accepts %s again", self.target, signal
+            )
+        elif not accepted:
+            logger.warning(
+                "wm_middleware: the OTLP collector at %s did not accept %s over %s; they are "
+                "dropped until it does (said once)",
+                self.target,
+                signal,
+                self.protocol,
+            )
 
     @contextmanager
     def muted(self) -> Iterator[None]:
@@ -95,13 +120,12 @@ class Outage:
                     exporters.setLevel(self._level)
 
 
-def guarded(exporter_class: type[Any], outage: Outage, failure: Any) -> type[Any]:
+def guarded(exporter_class: type[Any], outage: Outage, signal: str, failure: Any) -> type[Any]:
     """A subclass of ``exporter_class`` whose ``export`` goes through ``outage``."""
 
     class Guarded(exporter_class):  # type: ignore[misc]
         def export(self, batch: Any, *args: Any, **kwargs: Any) -> Any:
             if not outage.reachable():
-                outage.report(False)
                 return failure
             with outage.muted():
                 try:
@@ -109,7 +133,7 @@ def guarded(exporter_class: type[Any], outage: Outage, failure: Any) -> type[Any
                 except Exception:
                     logger.debug("wm_middleware: an OTLP export raised", exc_info=True)
                     result = failure
-            outage.report(result != failure)
+            outage.report(signal, result != failure)
             return result
 
     Guarded.__name__ = Guarded.__qualname__ = f"Guarded{exporter_class.__name__}"
