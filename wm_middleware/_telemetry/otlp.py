@@ -266,8 +266,6 @@ def configure_otlp(
     traces_protocol = otlp_protocol("traces", protocol)
     metrics_protocol = otlp_protocol("metrics", protocol)
     try:
-        from opentelemetry.sdk.metrics import MeterProvider
-        from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
         from opentelemetry.sdk.resources import Resource
         from opentelemetry.sdk.trace import TracerProvider
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -291,10 +289,15 @@ def configure_otlp(
         meter_provider: Any = metrics.get_meter_provider()
         logger.info("wm_middleware: keeping the application's meter provider")
     else:
-        reader = PeriodicExportingMetricReader(
-            _exporter("metrics", endpoint, metrics_protocol, None, outages["metrics"]),
-            export_interval_millis=export_interval * 1000,
-        )
-        meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
+        exporter = _exporter("metrics", endpoint, metrics_protocol, None, outages["metrics"])
+        meter_provider = _meter_provider(exporter, resource, export_interval)
         metrics.set_meter_provider(meter_provider)
     return tracer_provider, meter_provider
+
+
+def _meter_provider(exporter: Any, resource: Any, export_interval: float) -> Any:
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+
+    reader = PeriodicExportingMetricReader(exporter, export_interval_millis=export_interval * 1000)
+    return MeterProvider(resource=resource, metric_readers=[reader])
