@@ -24,9 +24,8 @@ from typing import Any, Final, TypeVar
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from ._cache import MISSING, Loaded, WorkingMemory
+from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
 from ._telemetry import ReadObservation, Telemetry
-from ._tier import SharedCodec
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 
@@ -173,6 +172,7 @@ class Runtime:
                 scopes=read.scopes,
                 info=observation,
                 codec=read.share,
+                flight=read.flight,
             )
         except BaseException as error:
             observation.fail(error)
@@ -207,6 +207,7 @@ class Runtime:
                 scopes=read.scopes,
                 info=observation,
                 codec=read.share,
+                flight=read.flight,
             )
         except BaseException as error:
             observation.fail(error)

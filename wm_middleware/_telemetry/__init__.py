@@ -69,7 +69,7 @@ from .observe import ReadObservation, WriteObservation, records_attempted, write
 from .spans import GuardedSpan, error_type, records_of
 
 if TYPE_CHECKING:
-    from .._cache import WorkingMemory
+    from .._core import WorkingMemory
     from .._runtime import Read, Write
 
 __all__ = [

@@ -27,7 +27,7 @@ from . import names
 from .spans import failed
 
 if TYPE_CHECKING:
-    from .._cache import WorkingMemory
+    from .._core import WorkingMemory
 
 __all__ = ["Instruments"]
 
