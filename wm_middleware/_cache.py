@@ -32,10 +32,11 @@ from dataclasses import dataclass
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 from ._keys import UNSET, Key, KeyMemo, make_key, normalise_query
+from ._settling import Settle, Settlements
 from ._singleflight import MISSING, AsyncLoad, Group, Load
 from ._tier import SharedCodec, SharedTier, TierOutcome, TierResult
 
-__all__ = ["MISSING", "CacheStats", "Loaded", "Outcome", "Tier", "WorkingMemory"]
+__all__ = ["MISSING", "CacheStats", "Loaded", "Outcome", "Settle", "Tier", "WorkingMemory"]
 
 T = TypeVar("T")
 Outcome = Literal["hit", "miss", "coalesced"]
@@ -249,6 +250,7 @@ class WorkingMemory(Generic[T]):
         self._shared_hits = 0
         self._shared_waits = 0
         self._shared_faults = 0  # tier exceptions the tier should have absorbed itself
+        self._settling = Settlements(clock, self._drop_settled)
         if shared is not None:
             shared.bind(self)
 
@@ -544,6 +546,48 @@ class WorkingMemory(Generic[T]):
                 dropped.extend(self._keys_of_scope_locked(scope))
             return self._drop_locked(dropped)
 
+    def settle(
+        self,
+        *scopes: Hashable,
+        within: float,
+        until: Callable[[], object] | None = None,
+        every: float = 1.0,
+    ) -> Settle:
+        """Mark ``scopes`` as settling: a write to them is accepted but not yet readable.
+
+        For a backend that applies writes asynchronously (Supermemory indexes each document for
+        seconds): while the scopes settle, every entry stored for them lives at most until the
+        settle ends, and when it ends the scopes are dropped (here, and in the shared tier), so
+        the next read fetches the settled state. It ends at the first of:
+
+        * ``until()`` returning true, polled every ``every`` seconds on a background thread
+          (its exceptions mean "not yet");
+        * :meth:`Settle.end` called on the returned handle (e.g. by your own status check);
+        * ``within`` seconds from now: then normal caching resumes.
+
+        A scope is what :meth:`invalidate_scope` takes, or a query (str, normalised as by
+        :meth:`invalidate`): ``settle("user prefs", ...)`` covers that query's entries whatever
+        their parameters. Entries already stored are not shortened but are dropped at the end;
+        drop them now with :meth:`invalidate` if the write changed them at once. Hits are
+        untouched: nothing is checked on the hit path.
+
+        Raises:
+            TypeError: an unhashable scope, a non-callable or ``async`` ``until``, a non-number.
+            ValueError: no scope, or ``within`` / ``every`` not a finite number of seconds > 0.
+        """
+        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
+        return self._settling.begin(normalised, within=within, until=until, every=every)
+
+    def settling(self, *scopes: Hashable) -> bool:
+        """True while any of ``scopes`` (as for :meth:`settle`) settles."""
+        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
+        return self._settling.settling(normalised)
+
+    def _drop_settled(self, scopes: tuple[Hashable, ...]) -> None:
+        """A settle ended: its scopes (and entries keyed by a scope, a plain query) go."""
+        self.drop_local(keys=scopes, scopes=scopes)
+        self._tell_tier(scopes, scopes)
+
     def pin(self, query: str, **params: Any) -> bool:
         """Pin a live entry: immune to LRU eviction and expiry until unpinned. True if pinned."""
         key = make_key(query, params)
@@ -664,6 +708,7 @@ class WorkingMemory(Generic[T]):
         """
         _check_fetch(fetch, is_async=False)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
+        seconds = self._settling.cap(key, scopes, seconds)  # the shared tier's copy too
         value, how, leader = self._flights.do(
             key, self._sync_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
         )
@@ -689,6 +734,7 @@ class WorkingMemory(Generic[T]):
         """
         _check_fetch(fetch, is_async=True)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
+        seconds = self._settling.cap(key, scopes, seconds)
         value, how, leader = await self._flights.ado(
             key, self._async_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
         )
@@ -876,6 +922,8 @@ class WorkingMemory(Generic[T]):
     def _store_flight_locked(
         self, key: Hashable, value: Any, ttl: float, scopes: tuple[Hashable, ...]
     ) -> None:
+        # Capped again at store time: a fetch that began before a settle must not outlive it.
+        ttl = self._settling.cap(key, scopes, ttl)
         self._store_locked(key, value, ttl, scopes, pin=False)
 
     def _store_locked(
