@@ -27,6 +27,7 @@ from opentelemetry.trace import TracerProvider
 
 from ._adapters import ADAPTERS, Patch
 from ._cache import WorkingMemory
+from ._freshness import check_settings
 from ._runtime import Runtime
 from ._telemetry import Telemetry
 from ._tier import SharedTier
@@ -269,7 +270,14 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             trace_hits=kwargs.get("trace_hits", True),
             store_id=kwargs.get("store_id"),
         )
-        runtime = Runtime(memory, telemetry, cache=kwargs.get("cache", True))
+        runtime = Runtime(
+            memory,
+            telemetry,
+            cache=kwargs.get("cache", True),
+            freshness=kwargs.get("freshness", True),
+            settle_interval=kwargs.get("settle_interval", 1.0),
+            settle_max=kwargs.get("settle_max", 60.0),
+        )
         with_httpx = kwargs.get("httpx", False)
         self.runtime = runtime
         self._applied = []
@@ -327,6 +335,9 @@ def instrument(
     otlp_endpoint: str | None = None,
     store_id: str | None = None,
     shared: str | SharedTier | None = None,
+    freshness: bool = True,
+    settle_interval: float = 1.0,
+    settle_max: float = 60.0,
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
 
@@ -353,6 +364,11 @@ def instrument(
         shared: a second tier shared by every process using it: a ``redis://`` / ``rediss://``
             URL (a ``RedisTier(url)`` is made; needs the ``redis`` extra) or a ``RedisTier``.
             With ``working_memory``, give the tier to that memory instead.
+        freshness, settle_interval, settle_max: after a write, follow its documents until
+            Supermemory has indexed them (status rounds at most ``settle_interval`` seconds
+            apart, for at most ``settle_max`` seconds), so reads of the scopes it touched show
+            the new state as soon as the API does; ``freshness=False``: writes only invalidate.
+            See ``docs/freshness.md``.
 
     Raises:
         TypeError, ValueError: a bad argument (also an unsupported OTLP protocol).
@@ -367,6 +383,7 @@ def instrument(
             if not isinstance(flag, bool):
                 raise TypeError(f"{name} must be a bool, not {type(flag).__name__}")
         store_id = _store_id(store_id)
+        check_settings(freshness, settle_interval, settle_max)
         memory = _memory_from(working_memory, max_entries, ttl, shared)
         if otlp_endpoint is not None:
             from ._otlp import configure_otlp
@@ -391,6 +408,9 @@ def instrument(
             trace_hits=trace_hits,
             httpx=httpx,
             store_id=store_id,
+            freshness=freshness,
+            settle_interval=settle_interval,
+            settle_max=settle_max,
         )
         return memory
 
@@ -411,6 +431,9 @@ def wrap(
     trace_hits: bool = True,
     store_id: str | None = None,
     shared: str | SharedTier | None = None,
+    freshness: bool = True,
+    settle_interval: float = 1.0,
+    settle_max: float = 60.0,
 ) -> Any:
     """A cached copy of ``client``, without monkeypatching anything.
 
@@ -419,6 +442,8 @@ def wrap(
     uncached and unmodified. Under an active :func:`instrument` a call through the copy is cached
     and traced once, by the copy. ``shared`` is a second tier shared with other processes, as for
     :func:`instrument`.
+
+    ``freshness``, ``settle_interval`` and ``settle_max`` are as for :func:`instrument`.
 
     ``store_id`` is the copy's ``gen_ai.memory.store.id`` (default ``WM_MIDDLEWARE_STORE_ID``,
     else ``supermemory``); ``tracer_provider``, ``meter_provider`` and ``trace_hits`` are as for
@@ -433,7 +458,13 @@ def wrap(
     telemetry = Telemetry(
         tracer_provider, meter_provider, trace_hits=trace_hits, store_id=_store_id(store_id)
     )
-    runtime = Runtime(memory, telemetry)
+    runtime = Runtime(
+        memory,
+        telemetry,
+        freshness=freshness,
+        settle_interval=settle_interval,
+        settle_max=settle_max,
+    )
     for module in _adapter_modules():
         wrapper = getattr(module, "wrap", None)
         if wrapper is None:

@@ -26,6 +26,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._cache import MISSING, Loaded, WorkingMemory
+from ._freshness import SETTLING, Follow, Freshness
 from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type, records_of
 from ._tier import SharedCodec
 
@@ -110,6 +111,9 @@ class Write:
     # Records a batch or bulk write attempts, counted in its request body; ``None``: one for a
     # single-record write, else unknown (see ``Telemetry.write_span``).
     records: int | None = None
+    # How to follow the documents its answer names until they are indexed (``None``: it
+    # indexes nothing, e.g. a delete, which the API applies at once).
+    follow: Follow | None = None
 
 
 class Runtime:
@@ -120,15 +124,37 @@ class Runtime:
         telemetry: spans and metrics.
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
+        freshness: follow writes until Supermemory has indexed them, so reads of the scopes
+            they touched show the new state at most one status round after the API does (see
+            :mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
+        settle_interval: the longest gap, in seconds, between two status rounds of a tenant
+            while a write of it is pending.
+        settle_max: the longest a scope settles after a write, in seconds; normal caching
+            resumes after it even if the documents never finish.
+
+    Raises:
+        ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
 
     When ``memory`` has a shared tier with an ``on_operation`` hook (``RedisTier``), its
     operations feed ``wm.shared.operations`` and ``wm.shared.duration`` of ``telemetry``; a hook
     the application set itself is left in place.
     """
 
-    __slots__ = ("_refreshes", "cache", "memory", "telemetry")
+    __slots__ = ("_refreshes", "cache", "freshness", "memory", "telemetry")
 
-    def __init__(self, memory: WorkingMemory[Any], telemetry: Telemetry, *, cache: bool = True):
+    def __init__(
+        self,
+        memory: WorkingMemory[Any],
+        telemetry: Telemetry,
+        *,
+        cache: bool = True,
+        freshness: bool = True,
+        settle_interval: float = 1.0,
+        settle_max: float = 60.0,
+    ):
+        self.freshness = Freshness(
+            memory, telemetry, enabled=freshness, interval=settle_interval, settle_max=settle_max
+        )
         self.memory = memory
         self._refreshes = memory.refresh_after is not None  # fixed for a memory's life
         self.telemetry = telemetry
@@ -156,10 +182,12 @@ class Runtime:
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
+            ttl = self._settle_ttl(span, read)
             try:
                 loaded = memory.load(
                     read.key,
                     _encoded(read, fetch),
+                    ttl=ttl,
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
@@ -187,10 +215,12 @@ class Runtime:
         if stored is not MISSING:
             return self._hit(read, start, stored)  # type: ignore[no-any-return]
         with self.telemetry.read_span(read.operation, read.server, read.query) as span:
+            ttl = self._settle_ttl(span, read)
             try:
                 loaded = await memory.aload(
                     read.key,
                     _aencoded(read, fetch),
+                    ttl=ttl,
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
@@ -208,13 +238,25 @@ class Runtime:
             return _BYPASS
         return _CACHE
 
+    def _settle_ttl(self, span: GuardedSpan, read: Read) -> float | None:
+        """Mark a read of a settling scope on its span; the ttl another process's settle
+        allows (this process's own settles cap entries in the memory itself)."""
+        freshness = self.freshness
+        if freshness.settling(read.scopes):
+            span.set_attribute(SETTLING, True)
+            return freshness.cap(read.scopes)
+        return None
+
     def _hit(self, read: Read, start: float, stored: Any) -> Any:
         """A hit of this process's memory (tier ``local``): decode, count, maybe trace."""
         value = read.decode(stored)
         telemetry = self.telemetry
         telemetry.count("hit", read.operation)
         if telemetry.trace_hits:
-            telemetry.hit_span(read.operation, read.server, read.query, value, read.count, "local")
+            settling = self.freshness.settling(read.scopes)
+            telemetry.hit_span(
+                read.operation, read.server, read.query, value, read.count, "local", settling
+            )
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
         elif telemetry.sample_hit():
             telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
@@ -319,12 +361,17 @@ class Runtime:
         but this layer's memory may hold the same entries, so it still drops them.
         """
         with self._writing(write):
-            return call()
+            answer = call()
+            # Before the invalidation (on leaving the block): a read racing the write is capped.
+            self.freshness.written(write.scopes, write.follow, answer)
+            return answer
 
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
         with self._writing(write):
-            return await call()
+            answer = await call()
+            self.freshness.written(write.scopes, write.follow, answer)
+            return answer
 
     @contextmanager
     def _writing(self, write: Write) -> Iterator[None]:

@@ -114,6 +114,7 @@ SM_OPERATION: Final = "supermemory.operation"
 CACHE_RESULT: Final = "wm.cache.result"
 CACHE_TIER: Final = "wm.cache.tier"  # local | shared, on hits and coalesced reads
 INVALIDATED: Final = "wm.cache.invalidated"
+SETTLING: Final = "wm.cache.settling"  # true: the read's scope settles after a write
 
 # Instruments of the shared (second) tier; see Telemetry.record_shared.
 SHARED_OPERATIONS: Final = "wm.shared.operations"
@@ -269,6 +270,7 @@ class Telemetry:
             self._create_instruments(get_meter("wm_middleware", __version__, _NO_METERS))
 
     def _create_instruments(self, meter: Meter) -> None:
+        self.meter = meter  # instruments of other parts of the library (freshness) come from it
         self.duration = meter.create_histogram(
             "wm.search.duration",
             unit="s",
@@ -387,6 +389,7 @@ class Telemetry:
         value: Any,
         count: Callable[[Any], int | None],
         tier: str,
+        settling: bool = False,
     ) -> None:
         """The ``search_memory`` span of a cache hit of ``value``, started and ended at once.
 
@@ -410,6 +413,8 @@ class Telemetry:
             self._annotate(guarded, operation, SEARCH_MEMORY, server)
             if self.capture_content and query is not None:
                 guarded.set_attribute(QUERY_TEXT, query)
+            if settling:
+                guarded.set_attribute(SETTLING, True)
             self.end_read(guarded, "hit", records_of(count, value), None, tier)
         try:
             span.end()
