@@ -133,7 +133,9 @@ async def test_a_write_while_a_read_of_the_same_scope_is_in_flight(
     emulator.hang_next(1, 0.3, path=search_path, method="POST")
     if mode == "async":
         task = asyncio.ensure_future(sdk.search(cached))
-        while emulator.count("POST", search_path) < 1:
+        for _ in range(2000):  # bounded: the request reaches the server within milliseconds
+            if emulator.count("POST", search_path) >= 1:
+                break
             await asyncio.sleep(0.005)
         await sdk.add(cached, "The user likes espresso")
         old = await task
