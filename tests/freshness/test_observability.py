@@ -31,8 +31,10 @@ async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_wit
     reads = [s for s in observed.spans.get_finished_spans() if s.name == "search_memory"]
     settling = [s.attributes.get("wm.cache.settling") for s in reads]
     assert settling[0] is None  # before the write
-    assert settling[1] is True and reads[1].attributes["wm.cache.result"] == "miss"
-    assert settling[2] is True and reads[2].attributes["wm.cache.result"] == "hit"
+    assert settling[1] is True
+    assert reads[1].attributes["wm.cache.result"] == "miss"
+    assert settling[2] is True
+    assert reads[2].attributes["wm.cache.result"] == "hit"
     assert settling[-1] is None  # after the settle ended
     checks = [
         s for s in observed.spans.get_finished_spans() if s.name == "wm.freshness.status_check"
