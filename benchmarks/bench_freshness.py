@@ -1,4 +1,4 @@
-"""Freshness after writes: the agent loop of issue 16, uncached vs cached, at several indexing delays.
+"""Freshness after writes: issue 16's agent loop, uncached vs cached, at several indexing delays.
 
 Run from the repository root::
 
@@ -49,7 +49,7 @@ QUERY = "what does the user like?"
 SPAWN = multiprocessing.get_context("spawn")
 
 
-# -- one agent process -----------------------------------------------------------------------------
+# -- one agent process -----------------------------------------------------------------------
 def _agent(
     mode: str, base_url: str, redis_url: str | None, interval: float, inbox: Any, outbox: Any
 ) -> None:
@@ -91,7 +91,7 @@ def _major() -> str:
     return version("supermemory").split(".")[0]
 
 
-# -- one row -------------------------------------------------------------------------------------------
+# -- one row ---------------------------------------------------------------------------------
 @dataclass
 class Row:
     delay: float
