@@ -181,8 +181,11 @@ class _Tenant:
     per_document: bool = False  # no processing endpoint: GET each document
 
 
-def _predicted(tenant: _Tenant, now: float) -> float:
-    """When the first pending document of ``tenant`` should be done (``inf``: no idea)."""
+def _predicted(tenant: _Tenant, now: float, interval: float) -> float:
+    """When to ask next about ``tenant`` within the bounds, from when its documents should be
+    done: the tenant's last indexing time, or the stage a document reported (stages take
+    similar slices of the time). A document due within the last ``interval`` is asked about
+    every quarter interval: it is about to finish. ``inf``: no idea."""
     best = math.inf
     for doc in tenant.docs.values():
         guesses = []
@@ -193,6 +196,8 @@ def _predicted(tenant: _Tenant, now: float) -> float:
             if stage:  # stage i began by ``seen``: done by i/5 of the way there, at the latest
                 guesses.append(doc.written + (doc.seen - doc.written) * len(STAGES) / stage)
         for guess in guesses:
+            if guess <= now < guess + interval:
+                return now  # overdue: the caller asks again after the shortest gap
             if now < guess < best:
                 best = guess
     return best
@@ -363,7 +368,7 @@ class Freshness:
             gap = self.interval * min(2**tenant.failures, _MAX_BACKOFF)
             due = now + gap
             if ok:
-                due = min(due, max(now + self.interval / 4, _predicted(tenant, now)))
+                due = min(due, max(now + self.interval / 4, _predicted(tenant, now, self.interval)))
             tenant.due = min(tenant.due, due)
         for wait in ended:
             wait.settle.end()  # drops the scopes here and in the shared tier
@@ -404,7 +409,23 @@ class Freshness:
         return True
 
     def _get(self, client: httpx.Client, tenant: _Tenant, path: str, operation: str) -> Any:
-        """GET ``path``: its JSON, :data:`_NOT_FOUND` on a 404, ``None`` on any failure."""
+        """GET ``path``: its JSON, :data:`_NOT_FOUND` on a 404, ``None`` on any failure.
+
+        With a shared tier, an answer another process got for the same request moments ago is
+        taken instead (no request, no span); a fresh answer is shared in turn.
+        """
+        shared = self.shared
+        name = f"{tenant.base_url}{path}\n{sorted(tenant.headers.items())}"  # only hashed
+        if shared is not None:
+            answer = shared.status(name)
+            if answer is not None:
+                return answer
+        data = self._ask(client, tenant, path, operation)
+        if shared is not None and data is not None and data is not _NOT_FOUND:
+            shared.keep_status(name, data, self.interval / 4)
+        return data
+
+    def _ask(self, client: httpx.Client, tenant: _Tenant, path: str, operation: str) -> Any:
         with self._observed(operation, tenant) as observe:
             try:
                 response = client.get(tenant.base_url + path, headers=tenant.headers)
