@@ -411,21 +411,9 @@ class Freshness:
     def _get(self, client: httpx.Client, tenant: _Tenant, path: str, operation: str) -> Any:
         """GET ``path``: its JSON, :data:`_NOT_FOUND` on a 404, ``None`` on any failure.
 
-        With a shared tier, an answer another process got for the same request moments ago is
-        taken instead (no request, no span); a fresh answer is shared in turn.
+        Each process asks for itself: an answer shared between processes would be up to a
+        round old, and one taken just before a document finished delays its end by a round.
         """
-        shared = self.shared
-        name = f"{tenant.base_url}{path}\n{sorted(tenant.headers.items())}"  # only hashed
-        if shared is not None:
-            answer = shared.status(name)
-            if answer is not None:
-                return answer
-        data = self._ask(client, tenant, path, operation)
-        if shared is not None and data is not None and data is not _NOT_FOUND:
-            shared.keep_status(name, data, self.interval / 4)
-        return data
-
-    def _ask(self, client: httpx.Client, tenant: _Tenant, path: str, operation: str) -> Any:
         with self._observed(operation, tenant) as observe:
             try:
                 response = client.get(tenant.base_url + path, headers=tenant.headers)

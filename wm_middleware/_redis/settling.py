@@ -11,10 +11,6 @@ keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced:
 * **Delivery.** ``PUBLISH`` on ``<namespace>:v1:settling`` when a settle begins or ends; one
   daemon thread per process listens, and reads the whole hash again each time it (re)subscribes,
   so a process started mid-settle, or back from a lost connection, knows what settles.
-* **Status answers.** Every process follows its own writes, but a status answer (the 3.x
-  processing list, a document's status) is shared for a quarter of ``settle_interval`` under a
-  digest of the request and its credentials, so processes polling one tenant ask the API about
-  once per round between them.
 * **Use.** A process caps the ttl of what it fetches for a settling scope (L1 and the shared
   entry) to the deadline, and says so on the read's span. The end of a settle needs nothing
   more here: the writer's invalidation reaches every L1 through the tier's own channel.
@@ -25,7 +21,6 @@ and never breaks a read or a write.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -111,27 +106,6 @@ class SharedSettling:
                 elif found is None or deadline < found:
                     found = deadline
         return found
-
-    def status(self, name: str) -> Any:
-        """The status answer another process got for ``name`` moments ago, or None."""
-        try:
-            raw = self._redis().get(self._status_key(name))
-            return None if raw is None else json.loads(raw)
-        except Exception:
-            logger.debug("wm_middleware: could not read a shared status answer", exc_info=True)
-            return None
-
-    def keep_status(self, name: str, answer: Any, seconds: float) -> None:
-        """Share a status answer for ``seconds``: processes polling the same tenant take it
-        instead of asking the API again."""
-        try:
-            ms = max(int(seconds * 1000), 1)
-            self._redis().set(self._status_key(name), json.dumps(answer), px=ms)
-        except Exception:
-            logger.debug("wm_middleware: could not share a status answer", exc_info=True)
-
-    def _status_key(self, name: str) -> str:
-        return f"{self.key}:status:{hashlib.sha256(name.encode()).hexdigest()[:32]}"
 
     # -- state ---------------------------------------------------------------------------------
     def _apply(self, texts: Iterable[str], deadline_ms: int) -> None:
