@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 from urllib.parse import quote
 
-from opentelemetry.metrics import CallbackOptions, Observation
+from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanKind, StatusCode
 
 from ._settling import Settle
@@ -233,7 +233,7 @@ class Freshness:
         self._wake = threading.Condition(self._lock)
         self._tenants: dict[Hashable, _Tenant] = {}  # lock
         self._thread: threading.Thread | None = None  # lock
-        self._counter = _instruments(telemetry, self)
+        self._counter = _guarded_instruments(telemetry, self)
         self.shared = _shared_settling(memory) if enabled else None
 
     # -- what the runtime calls --------------------------------------------------------------
@@ -517,7 +517,7 @@ def _instruments(telemetry: Telemetry, source: Freshness) -> Any:
     with _INSTRUMENTS_LOCK:
         found = _BY_TELEMETRY.get(telemetry)
         if found is None:
-            meter = telemetry.meter
+            meter = getattr(telemetry, "meter", None) or NoOpMeter("wm_middleware")
             found = _Instruments(
                 meter.create_counter(
                     STATUS_CHECKS_METRIC,
@@ -534,6 +534,15 @@ def _instruments(telemetry: Telemetry, source: Freshness) -> Any:
             _BY_TELEMETRY[telemetry] = found
         found.sources.add(source)
         return found.checks
+
+
+def _guarded_instruments(telemetry: Telemetry, source: Freshness) -> Any:
+    """:func:`_instruments`, or a counter that counts nothing if the meter fails."""
+    try:
+        return _instruments(telemetry, source)
+    except Exception:
+        logger.warning("wm_middleware: freshness instruments unavailable", exc_info=True)
+        return NoOpMeter("wm_middleware").create_counter(STATUS_CHECKS_METRIC)
 
 
 def _shared_settling(memory: WorkingMemory[Any]) -> Any:
