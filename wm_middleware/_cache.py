@@ -580,6 +580,8 @@ class WorkingMemory(Generic[T]):
 
     def settling(self, *scopes: Hashable) -> bool:
         """True while any of ``scopes`` (as for :meth:`settle`) settles."""
+        if not self._settling:  # the common case, on the traced hit path: nothing to normalise
+            return False
         normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
         return self._settling.settling(normalised)
 
