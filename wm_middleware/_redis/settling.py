@@ -52,7 +52,11 @@ _RETRY: Final = 0.5
 class SharedSettling:
     """The fleet's settling scopes, as this process knows them (see the module docstring)."""
 
-    def __init__(self, endpoint: Endpoint, namespace: str, op_timeout: float) -> None:
+    def __init__(
+        self, endpoint: Endpoint, namespace: str, op_timeout: float, owner: Any = None
+    ) -> None:
+        # The tier this serves, weakly: its listener stops once the tier is gone.
+        self._owner = (lambda: True) if owner is None else weakref.ref(owner)
         self._endpoint = endpoint
         self._op_timeout = op_timeout
         self.key = f"{namespace}:v1:{{t:{namespace}}}:settling"
@@ -138,15 +142,18 @@ class SharedSettling:
                     ).start()
         return self._client
 
+    def _listening(self, pid: int) -> bool:
+        return self._pid == pid and self._owner() is not None
+
     def _listen(self) -> None:
         pid = os.getpid()
-        while self._pid == pid:
+        while self._listening(pid):
             pubsub = None
             try:
                 client = sync_client(self._endpoint, self._op_timeout, self._op_timeout)
                 pubsub = client.pubsub()
                 pubsub.subscribe(self.channel)
-                while self._pid == pid:
+                while self._listening(pid):
                     message = pubsub.get_message(timeout=0.1)
                     if message is None:
                         pubsub.ping()
@@ -199,7 +206,7 @@ def shared_settling(tier: Any) -> SharedSettling:
         found = _BY_TIER.get(tier)
         if found is None:
             found = _BY_TIER[tier] = SharedSettling(
-                tier._endpoint, tier._namespace, tier._op_timeout
+                tier._endpoint, tier._namespace, tier._op_timeout, tier
             )
     found._redis()
     return found
