@@ -19,7 +19,7 @@ a write through an instrumented or wrapped client:
    indexed roughly in order). Within those bounds a round is timed for when a document should
    be done: the tenant's last observed indexing time, or the stage it reported (stages take
    similar slices of the time);
-4. when a write's documents are all finished (``done``, ``failed`` or gone) its settle ends and
+4. when a write's documents are all finished (``done`` or ``failed``) its settle ends and
    its scopes are dropped again, here and in the shared tier: the next read fetches the new
    state, at most one round after the API shows it.
 
@@ -378,7 +378,8 @@ class Freshness:
     def _check(
         self, client: httpx.Client, tenant: _Tenant, docs: list[_Doc], statuses: dict[str, str]
     ) -> bool:
-        """One round: fill ``statuses`` (``"done"`` for a finished or vanished document)."""
+        """One round: fill ``statuses`` (``"done"`` for a document the processing list no
+        longer names)."""
         if tenant.generation == 3 and not tenant.per_document:
             got = self._get(client, tenant, "/v3/documents/processing", "documents.list_processing")
             if got is _NOT_FOUND:
@@ -402,7 +403,9 @@ class Freshness:
             got = self._get(client, tenant, path, "documents.get")
             if got is None:
                 return False
-            status = "done" if got is _NOT_FOUND else _status_of(got)
+            # Not found: deleted, or not known yet where the API looked (it is eventually
+            # consistent too). Asked about again; ``settle_max`` bounds a deleted one.
+            status = "unknown" if got is _NOT_FOUND else _status_of(got)
             statuses[doc.id] = status
             if status not in FINISHED:
                 break  # the younger ones are not done either, most likely
