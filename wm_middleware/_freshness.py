@@ -48,12 +48,12 @@ from urllib.parse import quote
 from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanKind, StatusCode
 
-from ._settling import Settle
+from ._core import Settle
 
 if TYPE_CHECKING:
     import httpx
 
-    from ._cache import WorkingMemory
+    from ._core import WorkingMemory
     from ._telemetry import Telemetry
 
 __all__ = [
