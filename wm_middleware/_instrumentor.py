@@ -50,16 +50,9 @@ _LOCK = threading.RLock()
 
 _SETTING_NAMES = frozenset(option.field for option in OPTIONS)
 
+
 # The keywords the Runtime and the Telemetry of this version accept among those Settings feeds
 # them; a keyword they do not take yet is not passed.
-_RUNTIME_OPTIONS = frozenset({"freshness", "settle_interval", "settle_max"}) & frozenset(
-    inspect.signature(Runtime).parameters
-)
-_TELEMETRY_OPTIONS = frozenset({"openinference"}) & frozenset(
-    inspect.signature(Telemetry).parameters
-)
-
-
 def _keyword_only(example: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Refuse options given by position with a message that says so (``example`` shows how)."""
 
@@ -115,10 +108,16 @@ def _runtime(
         meter_provider,
         trace_hits=settings.trace_hits,
         store_id=settings.store_id,
-        **{name: getattr(settings, name) for name in _TELEMETRY_OPTIONS},
+        openinference=settings.openinference,
     )
-    options = {name: getattr(settings, name) for name in _RUNTIME_OPTIONS}
-    return Runtime(memory, telemetry, cache=settings.cache, **options)
+    return Runtime(
+        memory,
+        telemetry,
+        cache=settings.cache,
+        freshness=settings.freshness,
+        settle_interval=settings.settle_interval,
+        settle_max=settings.settle_max,
+    )
 
 
 def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:

@@ -25,6 +25,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
+from ._freshness import Follow, Freshness
 from ._telemetry import ReadObservation, Telemetry
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
@@ -118,6 +119,9 @@ class Write:
     operation_name: str | None = None
     # The one record an update or delete targets (``gen_ai.memory.record.id``), else None.
     record_id: str | None = None
+    # How to follow the documents its answer names until they are indexed (``None``: it
+    # indexes nothing, e.g. a delete, which the API applies at once).
+    follow: Follow | None = None
 
 
 class Runtime:
@@ -128,15 +132,37 @@ class Runtime:
         telemetry: spans and metrics.
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
+        freshness: follow writes until Supermemory has indexed them, so reads of the scopes
+            they touched show the new state at most one status round after the API does (see
+            :mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
+        settle_interval: the longest gap, in seconds, between two status rounds of a tenant
+            while a write of it is pending.
+        settle_max: the longest a scope settles after a write, in seconds; normal caching
+            resumes after it even if the documents never finish.
+
+    Raises:
+        ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
 
     When ``memory`` has a shared tier with an ``on_operation`` hook (``RedisTier``), its
     operations feed ``wm.shared.operations`` and ``wm.shared.duration`` of ``telemetry``; a hook
     the application set itself is left in place.
     """
 
-    __slots__ = ("_refreshes", "cache", "memory", "telemetry")
+    __slots__ = ("_refreshes", "cache", "freshness", "memory", "telemetry")
 
-    def __init__(self, memory: WorkingMemory[Any], telemetry: Telemetry, *, cache: bool = True):
+    def __init__(
+        self,
+        memory: WorkingMemory[Any],
+        telemetry: Telemetry,
+        *,
+        cache: bool = True,
+        freshness: bool = True,
+        settle_interval: float = 1.0,
+        settle_max: float = 60.0,
+    ):
+        self.freshness = Freshness(
+            memory, telemetry, enabled=freshness, interval=settle_interval, settle_max=settle_max
+        )
         self.memory = memory
         self._refreshes = memory.refresh_after is not None  # fixed for a memory's life
         self.telemetry = telemetry
@@ -163,12 +189,15 @@ class Runtime:
             stored = memory.lookup(read.key)  # the hit path: nothing built for a miss
         if stored is not MISSING:
             value = read.decode(stored)
+            observation.settling = self.freshness.settling(read.scopes)
             observation.hit(value)
             return value  # type: ignore[no-any-return]
+        ttl = self._settle_ttl(observation, read)
         try:
             loaded = memory.load(
                 read.key,
                 observation.fetching(_encoded(read, fetch)),
+                ttl=ttl,
                 scopes=read.scopes,
                 info=observation,
                 codec=read.share,
@@ -198,12 +227,15 @@ class Runtime:
             stored = memory.lookup(read.key)
         if stored is not MISSING:
             value = read.decode(stored)
+            observation.settling = self.freshness.settling(read.scopes)
             observation.hit(value)
             return value  # type: ignore[no-any-return]
+        ttl = self._settle_ttl(observation, read)
         try:
             loaded = await memory.aload(
                 read.key,
                 observation.afetching(_aencoded(read, fetch)),
+                ttl=ttl,
                 scopes=read.scopes,
                 info=observation,
                 codec=read.share,
@@ -221,6 +253,15 @@ class Runtime:
         if not self.cache or not is_instrumentation_enabled():
             return _BYPASS
         return _CACHE
+
+    def _settle_ttl(self, observation: ReadObservation, read: Read) -> float | None:
+        """Mark a read of a settling scope on its observation; the ttl another process's
+        settle allows (this process's own settles cap entries in the memory itself)."""
+        freshness = self.freshness
+        if freshness.settling(read.scopes):
+            observation.settling = True
+            return freshness.cap(read.scopes)
+        return None
 
     @staticmethod
     def _done(observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
@@ -297,12 +338,17 @@ class Runtime:
         but this layer's memory may hold the same entries, so it still drops them.
         """
         with self._writing(write):
-            return call()
+            answer = call()
+            # Before the invalidation (on leaving the block): a read racing the write is capped.
+            self.freshness.written(write.scopes, write.follow, answer)
+            return answer
 
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
         with self._writing(write):
-            return await call()
+            answer = await call()
+            self.freshness.written(write.scopes, write.follow, answer)
+            return answer
 
     @contextmanager
     def _writing(self, write: Write) -> Iterator[None]:

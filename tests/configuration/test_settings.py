@@ -238,13 +238,9 @@ def test_the_runtime_and_telemetry_get_every_setting_they_take(env: pytest.Monke
     assert runtime.cache is False
     assert runtime.telemetry.store_id == "kb-prod"
     assert runtime.telemetry.trace_hits is False
-    # Passed where the Runtime / Telemetry of this version take them.
-    expected = {"freshness": False, "settle_interval": 0.25, "settle_max": 30.0}
-    for name, value in expected.items():
-        if hasattr(runtime, name):
-            assert getattr(runtime, name) == value
-    if hasattr(runtime.telemetry, "openinference"):
-        assert runtime.telemetry.openinference is True
+    freshness = runtime.freshness
+    assert (freshness.enabled, freshness.interval, freshness.settle_max) == (False, 0.25, 30.0)
+    assert runtime.telemetry.openinference is True
 
 
 # -- keyword-only ---------------------------------------------------------------------------------

@@ -42,6 +42,8 @@ def test_instruments_names_units_and_kinds(otel: Otel) -> None:
         "wm.cache.evictions": ("{entry}", Sum, True),
         "wm.cache.expirations": ("{entry}", Sum, True),
         "wm.cache.invalidations": ("{entry}", Sum, True),
+        # Issue 16: documents written and not yet indexed, per process (an up-down counter).
+        "wm.freshness.pending": ("{document}", Sum, False),
     }
     assert set(metrics) == set(expected)
     for name, (unit, kind, monotonic) in expected.items():

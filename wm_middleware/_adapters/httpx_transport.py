@@ -42,11 +42,12 @@ import json
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Final, cast
+from typing import Any, Final, Literal, cast
 
 import httpx
 
 from .._core import SharedCodec, WorkingMemory
+from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
 from . import Bypass, Patch, run
@@ -123,7 +124,11 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        return Write(route.operation, scopes, server, method == "DELETE", attempted(found, body))
+        deletes = method == "DELETE"
+        follow = None if deletes else _follow(route.generation, route.template, request, origin)
+        return Write(
+            route.operation, scopes, server, deletes, attempted(found, body), follow=follow
+        )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
     body_key: Hashable = (
@@ -135,6 +140,36 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
     query_text = query if isinstance(query, str) else None
     scopes = read_scopes(tenant, read_tags(found, body), query_text)
     return _ReadSpec(route.operation, key, scopes, server, query_text)
+
+
+def _follow(
+    generation: Literal[3, 5], template: str, request: httpx.Request, origin: str
+) -> Follow:
+    """How to ask about a write's documents: the API root in front of the route, the key."""
+    parts = request.url.path.strip("/").split("/")
+    root = "/".join(parts[: len(parts) - len(template.strip("/").split("/"))])
+    headers = tuple(
+        (name, value)
+        for name, value in request.headers.items()
+        if name.lower() in ("authorization", "x-api-key")
+    )
+    namespace = None
+    if generation == 5:
+        found = find_in(request.method, request.url.path)
+        namespace = None if found is None else found.namespace
+    return Follow(generation, f"{origin}/{root}" if root else origin, headers, namespace)
+
+
+def _read(response: httpx.Response) -> httpx.Response:
+    """A write's answer read, so its document ids can be followed (writes are small)."""
+    response.read()
+    return response
+
+
+async def _aread(response: Awaitable[httpx.Response]) -> httpx.Response:
+    answer = await response
+    await answer.aread()
+    return answer
 
 
 # -- stored answers ----------------------------------------------------------------------------
@@ -308,7 +343,7 @@ def _handle(
     if call is None:
         return send()
     if isinstance(call, Write):
-        return runtime.write(call, send)
+        return runtime.write(call, lambda: _read(send()))
     try:
         # The runtime returns ``decode(stored)``: a fresh response, not the ``_Stored`` itself.
         return cast(httpx.Response, runtime.read(_read_of(call, request, replay), fetch))
@@ -327,7 +362,7 @@ async def _ahandle(
     if call is None:
         return await send()
     if isinstance(call, Write):
-        return await runtime.awrite(call, send)
+        return await runtime.awrite(call, lambda: _aread(send()))
     try:
         return cast(httpx.Response, await runtime.aread(_read_of(call, request, replay), fetch))
     except _ErrorStatus as error:

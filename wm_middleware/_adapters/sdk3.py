@@ -33,6 +33,7 @@ from functools import lru_cache
 from typing import Any, Final
 
 from .._core import SharedCodec
+from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from . import Bypass, Patch, Wrapper, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
@@ -235,7 +236,14 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         if scopes is None:
             return None
         # A raw write is still a write: it runs as is and invalidates.
-        return Write(operation, scopes, client.server, method == "DELETE", attempted(found, body))
+        return Write(
+            operation,
+            scopes,
+            client.server,
+            method == "DELETE",
+            attempted(found, body),
+            follow=None if method == "DELETE" else _follow(instance),
+        )
     raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
     body = _body_of(options)
     query = body.get("q")
@@ -270,6 +278,12 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
             client.reads.clear()
         client.reads[memo_key] = read
     return read
+
+
+def _follow(instance: Any) -> Follow:
+    """How the freshness runtime asks about this client's documents: its URL and headers."""
+    headers = tuple((k, v) for k, v in instance.default_headers.items() if isinstance(v, str))
+    return Follow(3, str(instance.base_url), headers)
 
 
 _MEMO_ENTRIES: Final = 256  # per client

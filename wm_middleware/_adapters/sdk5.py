@@ -31,6 +31,7 @@ from typing import Any
 import wrapt
 
 from .._core import SharedCodec
+from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from . import Bypass, Patch, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
@@ -337,7 +338,16 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     if scopes is None:
         return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
     server = server_of(base_url)
-    return Write(route.operation, scopes, server, method == "DELETE", attempted(found, body))
+    follow = None
+    if method != "DELETE":
+        headers = {**instance.base_headers(), **(kwargs.get("headers") or {})}
+        options = kwargs.get("request_options") or {}
+        headers.update(options.get("additional_headers") or {})
+        pairs = tuple((str(k), v) for k, v in headers.items() if isinstance(v, str))
+        follow = Follow(5, base_url, pairs, namespace=found.namespace)
+    return Write(
+        route.operation, scopes, server, method == "DELETE", attempted(found, body), follow=follow
+    )
 
 
 def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:

@@ -7,6 +7,7 @@ One idea per module:
 * ``flight``: single-flight (who fetches, who waits; every race, under its own lock);
 * ``outcomes``: how a lookup ended, and the statistics that count it;
 * ``tier``: the seam a shared second tier plugs into;
+* ``settling``: scopes a write has changed but the backend has not applied yet;
 * ``memory``: :class:`WorkingMemory`, the facade composing them.
 
 The names below are the core's interface to the rest of the package.
@@ -15,6 +16,7 @@ The names below are the core's interface to the rest of the package.
 from .keys import UNSET, Key, make_key, normalise_query
 from .memory import WorkingMemory
 from .outcomes import MISSING, CacheStats, Loaded, Outcome, Tier, TierOutcome
+from .settling import Settle
 from .tier import InvalidationSink, SharedCodec, SharedTier, TierResult
 
 __all__ = [
@@ -25,6 +27,7 @@ __all__ = [
     "Key",
     "Loaded",
     "Outcome",
+    "Settle",
     "SharedCodec",
     "SharedTier",
     "Tier",

@@ -27,6 +27,7 @@ from typing import Any, Generic, TypeVar, cast
 from .flight import AsyncLead, Flight, Group, Lead
 from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
 from .outcomes import MISSING, SERVED, CacheStats, Counters, LeaderOutcome, Loaded
+from .settling import Settle, Settlements
 from .store import Entry, Store
 from .tier import SharedCodec, SharedTier, TierResult
 
@@ -128,6 +129,7 @@ class _ByKey:
     _lock: threading.Lock
     _shared: SharedTier | None
     _store: Store
+    _settling: Settlements
 
     # -- by key: what client adapters call -----------------------------------------------------
     def lookup(
@@ -185,7 +187,9 @@ class _ByKey:
             RuntimeError: ``fetch`` asked for ``key`` while computing it.
         """
         _check_fetch(fetch, is_async=False)
-        plan = _Plan(key, scopes, self._ttl if ttl is None else check_ttl("ttl", ttl), codec)
+        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
+        # Capped by a settle of the key's scopes, the shared tier's copy included.
+        plan = _Plan(key, scopes, self._settling.cap(key, scopes, seconds), codec)
         led, leading, leader = self._flights.do(
             key, self._lead(plan, fetch), flight=flight, scopes=scopes, info=info
         )
@@ -211,7 +215,8 @@ class _ByKey:
         alone when a flight of the key runs already; the result is stored by the same rule.
         """
         _check_fetch(fetch, is_async=True)
-        plan = _Plan(key, scopes, self._ttl if ttl is None else check_ttl("ttl", ttl), codec)
+        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
+        plan = _Plan(key, scopes, self._settling.cap(key, scopes, seconds), codec)
         led, leading, leader = await self._flights.ado(
             key, self._alead(plan, fetch), flight=flight, scopes=scopes, info=info
         )
@@ -342,7 +347,9 @@ class _ByKey:
         kept = self._copied(result.value) if result.keep_local else None
         with self._flights.committing(flight) as current, self._lock:
             if current and result.keep_local:
-                self._store.put(plan.key, kept, plan.ttl, plan.scopes, self._clock())
+                # Capped again: a fetch that began before a settle must not outlive it.
+                ttl = self._settling.cap(plan.key, plan.scopes, plan.ttl)
+                self._store.put(plan.key, kept, ttl, plan.scopes, self._clock())
             elif plan.refresh:
                 self._store.rearm(plan.key, self._clock())
         return result.value, result.outcome
@@ -471,6 +478,7 @@ class WorkingMemory(_ByKey, Generic[T]):
         self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
         self._flights = Group()
         self._counts = Counters()
+        self._settling = Settlements(clock, self._drop_settled)
         if shared is not None:
             shared.bind(self)
 
@@ -670,6 +678,51 @@ class WorkingMemory(_ByKey, Generic[T]):
     def clear(self) -> None:
         """Drop every entry (pinned ones too), detach every fetch in flight, tell the tier."""
         self.invalidate()
+
+    # -- settling ------------------------------------------------------------------------------
+    def settle(
+        self,
+        *scopes: Hashable,
+        within: float,
+        until: Callable[[], object] | None = None,
+        every: float = 1.0,
+    ) -> Settle:
+        """Mark ``scopes`` as settling: a write to them is accepted but not yet readable.
+
+        For a backend that applies writes asynchronously (Supermemory indexes each document for
+        seconds): while the scopes settle, every entry stored for them lives at most until the
+        settle ends, and when it ends the scopes are dropped (here, and in the shared tier), so
+        the next read fetches the settled state. It ends at the first of:
+
+        * ``until()`` returning true, polled every ``every`` seconds on a background thread
+          (its exceptions mean "not yet");
+        * :meth:`Settle.end` called on the returned handle (e.g. by your own status check);
+        * ``within`` seconds from now: then normal caching resumes.
+
+        A scope is what :meth:`invalidate_scope` takes, or a query (str, normalised as by
+        :meth:`invalidate`): ``settle("user prefs", ...)`` covers that query's entries whatever
+        their parameters. Entries already stored are not shortened but are dropped at the end;
+        drop them now with :meth:`invalidate` if the write changed them at once. Hits are
+        untouched: nothing is checked on the hit path.
+
+        Raises:
+            TypeError: an unhashable scope, a non-callable or ``async`` ``until``, a non-number.
+            ValueError: no scope, or ``within`` / ``every`` not a finite number of seconds > 0.
+        """
+        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
+        return self._settling.begin(normalised, within=within, until=until, every=every)
+
+    def settling(self, *scopes: Hashable) -> bool:
+        """True while any of ``scopes`` (as for :meth:`settle`) settles."""
+        if not self._settling:  # the common case, on the traced hit path: nothing to normalise
+            return False
+        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
+        return self._settling.settling(normalised)
+
+    def _drop_settled(self, scopes: tuple[Hashable, ...]) -> None:
+        """A settle ended: its scopes (and entries keyed by a scope, a plain query) go."""
+        self.drop_local(keys=scopes, scopes=scopes)
+        self._tell_tier(scopes, scopes)
 
     def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
         """Pass an invalidation on to the shared tier (``keys=None``: everything).

@@ -57,6 +57,7 @@ class Instruments:
             self._create(NoOpMeter("wm_middleware", __version__, names.SCHEMA_URL))
 
     def _create(self, meter: Meter) -> None:
+        self.meter = meter  # instruments of other parts of the library (freshness) come from it
         buckets = list(names.DURATION_BUCKETS)
         self.operation_duration = meter.create_histogram(
             names.OPERATION_DURATION,

@@ -55,6 +55,7 @@ SM_OPERATION: Final = "supermemory.operation"  # the SDK method, e.g. "search.me
 CACHE_RESULT: Final = "wm.cache.result"  # hit | miss | coalesced | bypass
 CACHE_TIER: Final = "wm.cache.tier"  # local | shared, on hits and coalesced reads
 INVALIDATED: Final = "wm.cache.invalidated"  # entries a write dropped
+SETTLING: Final = "wm.cache.settling"  # true: the read's scope settles after a write
 LINK_KIND: Final = "wm.link"  # on the link of a coalesced read to its leader
 COALESCED_INTO: Final = "coalesced_into"
 SHARED_OUTCOME: Final = "wm.shared.outcome"

@@ -41,7 +41,7 @@ def _wall_ns(started: float) -> int:
 class ReadObservation:
     """One read through the cache (or one bypass), from its start to its outcome."""
 
-    __slots__ = ("_bypass", "_read", "_span", "_start", "_telemetry")
+    __slots__ = ("_bypass", "_read", "_span", "_start", "_telemetry", "settling")
 
     def __init__(
         self, telemetry: Telemetry, read: Read, bypass: bool = False, traced: bool = True
@@ -51,6 +51,8 @@ class ReadObservation:
         self._bypass = bypass
         self._start = time.perf_counter()
         self._span: GuardedSpan | None = None
+        # Set by the runtime before the outcome: the read's scope settles after a write.
+        self.settling = False
         if bypass and traced:  # goes upstream, whatever happens: its CLIENT span starts now
             self._span = self._open(SpanKind.CLIENT, None)
 
@@ -165,6 +167,8 @@ class ReadObservation:
                 attributes[names.RECORD_COUNT] = records
             if tier is not None:
                 attributes[names.CACHE_TIER] = tier
+            if self.settling:
+                attributes[names.SETTLING] = True
             telemetry = self._telemetry
             if telemetry.openinference:
                 attributes.update(

@@ -1,0 +1,184 @@
+"""Fixtures of the freshness tests: a fake clock, bounded waits, the emulator with a pipeline."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from wm_middleware.emulator import EmulatorServer
+
+
+class FakeClock:
+    """A monotonic clock that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
+    """Return once ``predicate()`` holds; fail past ``limit`` seconds (a bound, never reached in
+    a passing run, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached")
+        time.sleep(0.005)
+
+
+@pytest.fixture(scope="session")
+def emulator_server() -> Iterator[EmulatorServer]:
+    with EmulatorServer(seed=5) as server:
+        yield server
+
+
+@pytest.fixture
+def emulator(emulator_server: EmulatorServer) -> Iterator[EmulatorServer]:
+    """A clean emulator; the test sets its indexing delay."""
+    emulator_server.reset()
+    emulator_server.set_latency(None)
+    emulator_server.set_indexing_delay(0.0)
+    yield emulator_server
+    emulator_server.set_indexing_delay(0.0)
+
+
+# -- the installed SDK generation ----------------------------------------------------------------
+KEY = "sk-fresh"
+TAG = "user-1"
+QUERY = "what does the user like?"
+
+
+class Sdk:
+    """How a test drives the installed supermemory (3.x or 5.x), sync or async."""
+
+    def __init__(self, major: str) -> None:
+        self.major = major
+        self.status_paths = (
+            ("/v3/documents/processing", "/v3/documents/*")
+            if major == "3"
+            else ("/ns/*/document/*",)
+        )
+
+    def client(self, mode: str, base_url: str, api_key: str = KEY) -> Any:
+        import supermemory
+
+        cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
+        return cls(api_key=api_key, base_url=base_url, max_retries=0)
+
+    def search(self, client: Any, tag: str = TAG) -> Any:
+        if self.major == "3":
+            return client.search.memories(q=QUERY, container_tag=tag)
+        return client.search(tag, query=QUERY)
+
+    def profile(self, client: Any, tag: str = TAG) -> Any:
+        if self.major == "3":
+            return client.profile(container_tag=tag)
+        return client.profile(tag)
+
+    def add(self, client: Any, content: str, tag: str = TAG) -> Any:
+        if self.major == "3":
+            return client.add(content=content, container_tag=tag)
+        return client.add(tag, content=content)
+
+    def reads(self, server: EmulatorServer) -> int:
+        """Searches and profiles the emulator answered."""
+        if self.major == "3":
+            return server.count("POST", "/v4/search") + server.count("POST", "/v4/profile")
+        return server.count("POST", "/ns/*/search") + server.count("POST", "/ns/*/profile")
+
+    def status_checks(self, server: EmulatorServer) -> int:
+        if self.major == "3":
+            return server.count("GET", "/v3/documents/*")  # the processing list included
+        return server.count("GET", "/ns/*/document/*")
+
+
+@pytest.fixture(scope="session")
+def sdk() -> Sdk:
+    from importlib.metadata import version
+
+    return Sdk(version("supermemory").split(".")[0])
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+async def done(value: Any) -> Any:
+    """The result of a client call, sync or awaitable."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def mentions(answer: Any, word: str) -> bool:
+    """Whether a search or profile answer mentions ``word`` (any generation)."""
+    dump = answer.model_dump() if hasattr(answer, "model_dump") else answer
+    return word in str(dump)
+
+
+class Observed:
+    """A real OpenTelemetry SDK pair (spans in memory, metrics on demand) for one client."""
+
+    def __init__(self) -> None:
+        from opentelemetry.sdk.metrics import MeterProvider
+        from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+        from opentelemetry.sdk.trace import TracerProvider
+        from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+        from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+        self.reader = InMemoryMetricReader()
+        self.meter_provider = MeterProvider(metric_readers=[self.reader])
+        self.spans = InMemorySpanExporter()
+        self.tracer_provider = TracerProvider()
+        self.tracer_provider.add_span_processor(SimpleSpanProcessor(self.spans))
+
+    def wrap(self, client: Any, **options: Any) -> Any:
+        import wm_middleware
+
+        return wm_middleware.wrap(
+            client,
+            tracer_provider=self.tracer_provider,
+            meter_provider=self.meter_provider,
+            **options,
+        )
+
+    def metric(self, name: str) -> list[Any]:
+        """The data points of metric ``name`` collected now."""
+        data = self.reader.get_metrics_data()
+        points: list[Any] = []
+        for resource in data.resource_metrics if data else ():
+            for scope in resource.scope_metrics:
+                for metric in scope.metrics:
+                    if metric.name == name:
+                        points.extend(metric.data.data_points)
+        return points
+
+    def pending(self) -> int:
+        return int(sum(point.value for point in self.metric("wm.freshness.pending")))
+
+    def status_checks(self, outcome: str | None = None) -> int:
+        return int(
+            sum(
+                point.value
+                for point in self.metric("wm.freshness.status_checks")
+                if outcome is None or point.attributes.get("wm.freshness.outcome") == outcome
+            )
+        )
+
+
+@pytest.fixture
+def observed() -> Observed:
+    return Observed()

@@ -1,0 +1,170 @@
+"""Freshness after writes, through the real SDKs against the emulator's indexing pipeline.
+
+Every test runs under the SDK generation of its venv (3.x and 5.x), sync and async.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+import time
+from typing import Any
+
+import pytest
+
+import wm_middleware
+from wm_middleware.emulator import EmulatorServer
+
+from .conftest import Observed, Sdk, done, mentions, wait_until
+
+TURN = 0.5  # seconds per agent turn, as in the issue
+FACTS = ("espresso", "kayaking", "sourdough")
+
+
+async def _turn_reads(sdk: Sdk, client: Any, tag: str) -> list[Any]:
+    return [await done(sdk.profile(client, tag)), await done(sdk.search(client, tag))]
+
+
+async def _probe(sdk: Sdk, agents: dict[str, Any], delay: float) -> dict[str, dict[str, int]]:
+    """The issue's loop: each turn profile + search, then an add of a new fact every 4 turns
+    (turns 2, 6, 10). Returns, per agent, the turn at which each fact first showed."""
+    seen: dict[str, dict[str, int]] = {name: {} for name in agents}
+    fact_turns = {2 + 4 * i: fact for i, fact in enumerate(FACTS)}
+    turns = max(fact_turns) + math.ceil(delay / TURN) + 4
+    for turn in range(turns):
+        started = time.monotonic()
+        for name, client in agents.items():
+            for answer in await _turn_reads(sdk, client, name):
+                for fact in FACTS:
+                    if fact not in seen[name] and mentions(answer, fact):
+                        seen[name][fact] = turn
+            if turn in fact_turns:
+                await done(sdk.add(client, f"The user likes {fact_turns[turn]}", name))
+        await asyncio.sleep(max(0.0, started + TURN - time.monotonic()))
+    return seen
+
+
+async def test_the_probe_loop_sees_each_fact_at_most_one_turn_after_the_uncached_agent(
+    sdk: Sdk, mode: str, emulator: EmulatorServer
+) -> None:
+    emulator.set_indexing_delay(2.0)
+    plain = sdk.client(mode, emulator.base_url, api_key="sk-plain")
+    cached = wm_middleware.wrap(sdk.client(mode, emulator.base_url, api_key="sk-cached"))
+    seen = await _probe(sdk, {"plain": plain, "cached": cached}, 2.0)
+    assert set(seen["plain"]) == set(FACTS)  # the loop is long enough for every fact
+    assert set(seen["cached"]) == set(FACTS)  # the last fact too
+    for fact in FACTS:
+        assert seen["cached"][fact] - seen["plain"][fact] <= 1, (fact, seen)
+    stats = cached.working_memory.stats()
+    assert stats.hits > stats.misses  # and the cache still served most reads
+
+
+async def test_a_document_that_never_finishes_ends_its_settle_and_caching_resumes(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+) -> None:
+    emulator.set_indexing_delay(3600.0)
+    cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.1, settle_max=0.5)
+    await done(sdk.add(cached, "The user likes espresso"))
+    assert observed.pending() == 1
+    await done(sdk.search(cached))
+    wait_until(lambda: observed.pending() == 0)  # the window ended: nothing followed any more
+    before = sdk.reads(emulator)
+    await done(sdk.search(cached))  # the settle's end dropped the scope: one miss ...
+    for _ in range(5):
+        await done(sdk.search(cached))  # ... then normal caching
+    assert sdk.reads(emulator) == before + 1
+    checks = sdk.status_checks(emulator)
+    await asyncio.sleep(0.3)
+    assert sdk.status_checks(emulator) == checks  # no polling once nothing is pending
+
+
+@pytest.mark.parametrize("status", [500, 404])
+async def test_a_failed_status_check_never_breaks_a_read_and_never_caches_forever(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, status: int
+) -> None:
+    emulator.set_indexing_delay(0.5)
+    emulator.fail_next(None, status, path=sdk.status_paths[0], method="GET")
+    cached = wm_middleware.wrap(
+        sdk.client(mode, emulator.base_url), settle_interval=0.1, settle_max=2.0
+    )
+    await done(sdk.add(cached, "The user likes espresso"))
+    wait_until(lambda: sdk.status_checks(emulator) >= 2)
+    for _ in range(3):
+        await done(sdk.search(cached))  # reads never see the failing checks
+    # The fact shows at the latest when the window ends, whatever the status checks say.
+    for _ in range(400):
+        if mentions(await done(sdk.search(cached)), "espresso"):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the fact never showed")
+    emulator.clear_faults()
+
+
+async def test_many_pending_writes_are_checked_in_bounded_rounds(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+) -> None:
+    emulator.set_indexing_delay(3600.0)
+    cached = observed.wrap(
+        sdk.client(mode, emulator.base_url), settle_interval=0.05, settle_max=1.0
+    )
+    for i in range(30):
+        await done(sdk.add(cached, f"The user likes fact number {i}"))
+    assert observed.pending() == 30
+    wait_until(lambda: sdk.status_checks(emulator) >= 6)
+    requests = [r for r in emulator.requests if r.method == "GET"]
+    if sdk.major == "3":
+        # One processing list per round, whatever the number of pending documents.
+        assert {r.path for r in requests} == {"/v3/documents/processing"}
+    else:
+        # No bulk endpoint: each round asks for the oldest pending document only.
+        assert len({r.path for r in requests}) == 1
+    wait_until(lambda: observed.pending() == 0)  # settle_max ends them all
+
+
+async def test_a_write_while_a_read_of_the_same_scope_is_in_flight(
+    sdk: Sdk, mode: str, emulator: EmulatorServer
+) -> None:
+    emulator.set_indexing_delay(1.0)
+    cached = wm_middleware.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.1)
+    search_path = "/v4/search" if sdk.major == "3" else "/ns/*/search"
+    emulator.hang_next(1, 0.3, path=search_path, method="POST")
+    if mode == "async":
+        task = asyncio.ensure_future(sdk.search(cached))
+        for _ in range(2000):  # bounded: the request reaches the server within milliseconds
+            if emulator.count("POST", search_path) >= 1:
+                break
+            await asyncio.sleep(0.005)
+        await sdk.add(cached, "The user likes espresso")
+        old = await task
+    else:
+        reader = _Background(lambda: sdk.search(cached))
+        wait_until(lambda: emulator.count("POST", search_path) >= 1)
+        sdk.add(cached, "The user likes espresso")
+        old = reader.join()
+    assert not mentions(old, "espresso")  # answered before indexing
+    before = sdk.reads(emulator)
+    await done(sdk.search(cached))
+    assert sdk.reads(emulator) == before + 1  # the in-flight answer was not kept
+    for _ in range(400):
+        if mentions(await done(sdk.search(cached)), "espresso"):
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the fact never showed")
+
+
+class _Background:
+    def __init__(self, call: Any) -> None:
+        self.result: Any = None
+        self._thread = threading.Thread(target=self._run, args=(call,))
+        self._thread.start()
+
+    def _run(self, call: Any) -> None:
+        self.result = call()
+
+    def join(self) -> Any:
+        self._thread.join(20)
+        assert not self._thread.is_alive()
+        return self.result
