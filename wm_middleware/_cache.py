@@ -646,6 +646,7 @@ class WorkingMemory(Generic[T]):
         scopes: tuple[Hashable, ...] = (),
         info: object = None,
         codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
     ) -> Loaded:
         """Look ``key`` up under the lock; on a miss lead or join its single fetch, in this thread.
 
@@ -656,7 +657,9 @@ class WorkingMemory(Generic[T]):
         a span context); a follower gets the leader's in :attr:`Loaded.leader`. Counts exactly
         one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to every caller
         sharing it and is cached nowhere. ``codec`` says how the value crosses the shared tier
-        (see :class:`~wm_middleware._tier.SharedCodec`; default: the tier's own rule).
+        (see :class:`~wm_middleware._tier.SharedCodec`; default: the tier's own rule). A caller
+        joins an in-flight fetch only with the same key and the same ``flight`` (``None``: the key
+        alone); one with another ``flight`` fetches beside it, and the leader's value is stored.
 
         Raises:
             TypeError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
@@ -665,7 +668,7 @@ class WorkingMemory(Generic[T]):
         _check_fetch(fetch, is_async=False)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
         value, how, leader = self._flights.do(
-            key, self._sync_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
+            key, self._sync_load(key, scopes, seconds, fetch, codec), seconds, scopes, info, flight
         )
         outcome, tier = _SERVED[how]
         return Loaded(
@@ -681,6 +684,7 @@ class WorkingMemory(Generic[T]):
         scopes: tuple[Hashable, ...] = (),
         info: object = None,
         codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
     ) -> Loaded:
         """Async :meth:`load`: the leader's fetch runs in a task of its own on this loop.
 
@@ -690,7 +694,12 @@ class WorkingMemory(Generic[T]):
         _check_fetch(fetch, is_async=True)
         seconds = self._ttl if ttl is None else _check_ttl("ttl", ttl)
         value, how, leader = await self._flights.ado(
-            key, self._async_load(key, scopes, seconds, fetch, codec), seconds, scopes, info
+            key,
+            self._async_load(key, scopes, seconds, fetch, codec),
+            seconds,
+            scopes,
+            info,
+            flight,
         )
         outcome, tier = _SERVED[how]
         return Loaded(

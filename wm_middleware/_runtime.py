@@ -97,6 +97,10 @@ class Read:
     count: Callable[[Any], int | None] = field(default=_no_count)
     # How a snapshot (what ``encode`` made) crosses the shared tier; None: the tier's own rule.
     share: SharedCodec | None = None
+    # The single-flight key: callers join a flight only when both key and flight match; None
+    # means the key. It holds what decides a call's outcome but not its value (retries, timeouts).
+    flight: Hashable | None = None
+    record_id: str | None = None  # the one record a read by id targets
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,9 @@ class Write:
     # Records a batch or bulk write attempts, counted in its request body; ``None``: one for a
     # single-record write, else unknown (see ``Telemetry.write_span``).
     records: int | None = None
+    # The semconv operation: create_memory | update_memory | upsert_memory | delete_memory | ...
+    operation_name: str | None = None
+    record_id: str | None = None  # the target record of an update / delete by id
 
 
 class Runtime:
@@ -163,6 +170,7 @@ class Runtime:
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
+                    flight=read.flight,
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)
@@ -194,6 +202,7 @@ class Runtime:
                     scopes=read.scopes,
                     info=span.get_span_context(),
                     codec=read.share,
+                    flight=read.flight,
                 )
             except BaseException as error:
                 self._failed(span, error, read.operation, start)

@@ -99,6 +99,7 @@ class Flight:
         "done",
         "error",
         "info",
+        "joins",
         "key",
         "loop",
         "outcome",
@@ -127,6 +128,8 @@ class Flight:
         self.info = info  # the leader's handle (e.g. its span context), for followers to link to
         self.loop = loop  # the loop running the fetch task; None when a thread runs the fetch
         self.refresh = refresh  # a background refresh of a stored entry: nobody waits for it
+        # Who may join: callers whose flight key (``do(..., flight=)``) equals this one.
+        self.joins: Hashable | None = None
         # Written once by the leader right after the task is created; read by ``abandon``.
         self.task: asyncio.Task[Any] | None = None
         # lock: callers currently waiting (the leader included).
@@ -332,8 +335,13 @@ class Group:
         ttl: float,
         scopes: tuple[Hashable, ...],
         info: object,
+        flight_key: Hashable | None = None,
     ) -> tuple[Any, str, object]:
-        """Return the stored value, or lead or join the one flight of ``key``, in this thread."""
+        """Return the stored value, or lead or join the one flight of ``key``, in this thread.
+
+        A caller joins a running flight only when its ``flight_key`` equals the leader's; one whose
+        differs runs its own load beside it, unshared and unstored (the leader stores its value).
+        """
         counted = False
         here = running_loop()
         while True:
@@ -342,10 +350,11 @@ class Group:
                 if value is not MISSING:
                     return value, "hit", None
                 flight, dead = self._running_locked(key)
-                alone = flight is not None and flight.blocks(here)
+                alone = flight is not None and (flight.blocks(here) or flight.joins != flight_key)
                 leader = flight is None
                 if flight is None:
                     flight = Flight(key, scopes, ttl, info, None)
+                    flight.joins = flight_key
                     flight.waiters = 1
                     self._flights[key] = flight
                 elif not alone:
@@ -356,7 +365,8 @@ class Group:
             if dead is not None:
                 dead.wake()
             if alone:
-                # Its fetch runs on the loop this thread would block: waiting would deadlock.
+                # Its fetch runs on the loop this thread would block (waiting would deadlock), or
+                # its options differ from this caller's (its outcome is not this caller's).
                 result = load(not counted_before)
                 return result.value, result.outcome, info
             if leader:
@@ -405,6 +415,7 @@ class Group:
         ttl: float,
         scopes: tuple[Hashable, ...],
         info: object,
+        flight_key: Hashable | None = None,
     ) -> tuple[Any, str, object]:
         """Async :meth:`do`: the leader's load runs in a task of its own on this loop."""
         loop = asyncio.get_running_loop()
@@ -415,16 +426,22 @@ class Group:
                 if value is not MISSING:
                     return value, "hit", None
                 flight, dead = self._running_locked(key)
+                alone = flight is not None and flight.joins != flight_key
                 leader = flight is None
                 if flight is None:
                     flight = Flight(key, scopes, ttl, info, loop)
+                    flight.joins = flight_key
                     self._flights[key] = flight
-                elif not counted:
+                elif not counted and not alone:
                     self._coalesced()
-                waiter = flight.join_async(loop)
+                if not alone:
+                    waiter = flight.join_async(loop)
             counted_before, counted = counted, True
             if dead is not None:
                 dead.wake()
+            if alone:  # another caller's options: its outcome is not this caller's
+                result = await load(not counted_before)
+                return result.value, result.outcome, info
             if leader:
                 # Created outside the lock: a task factory may run code eagerly.
                 flight.task = loop.create_task(self._run(flight, load, not counted_before))

@@ -9,8 +9,9 @@ An adapter module exposes:
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``
   is not of this family.
 
-What each route of the Supermemory API is (read, write, pass-through, and what it scopes) is
-stated once, in :mod:`._routes`; every adapter classifies its calls there.
+What each route of the Supermemory API is (read, write, pass-through, what it scopes, its
+query field, record id and semconv operation) is stated once, in :mod:`wm_middleware._api.routes`,
+and tenants and scopes in :mod:`wm_middleware._api.tenancy`; every adapter reads them there.
 
 Applied by every ``instrument()`` when the library is installed:
 
@@ -34,7 +35,7 @@ from typing import Any
 
 from .._runtime import Read, Runtime, Write
 
-__all__ = ["ADAPTERS", "Bypass", "Patch", "run"]
+__all__ = ["ADAPTERS", "Bypass", "Patch", "asyncio_running", "run"]
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -65,6 +66,25 @@ class Bypass:
     operation: str
     server: tuple[str, int | None]
     query: str | None
+
+
+def asyncio_running() -> bool:
+    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
+
+    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
+    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
+    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
+    """
+    try:
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        return asyncio.events._get_running_loop() is not None
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
 
 
 def run(
