@@ -381,3 +381,33 @@ def test_cached_reads_and_writes_under_trio_never_raise(
 
     trio.run(main)
     assert all(entry.startswith("returned") for entry in seen), seen
+
+
+# -- a plain httpx client behind the caching transport: its timeout is its own too -----------------
+@pytest.mark.skipif(MAJOR != "3", reason="one generation's paths are enough for the transport")
+async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
+    upstream: ScriptedServer,
+) -> None:
+    import httpx
+
+    from wm_middleware import AsyncCachingTransport
+
+    memory: WorkingMemory[Any] = WorkingMemory()
+    headers = {"Authorization": f"Bearer {KEY}"}
+    body = {"q": QUERY, "containerTag": TAG}
+
+    def client(timeout: float) -> httpx.AsyncClient:
+        transport = AsyncCachingTransport(working_memory=memory)
+        return httpx.AsyncClient(
+            base_url=upstream.base_url, headers=headers, transport=transport, timeout=timeout
+        )
+
+    async with client(0.1) as quick, client(5) as patient:
+        upstream.script(Answer(delay=0.4))
+        first = asyncio.ensure_future(outcome(lambda: quick.post("/v4/search", json=body)))
+        await asyncio.to_thread(upstream.wait_for, 1)
+        answered = await outcome(lambda: patient.post("/v4/search", json=body))
+        assert summary(await first) == ("raised", "ReadTimeout")
+        assert summary(answered) == ("returned", "Response")
+        assert answered.status_code == 200
+    assert len(upstream.requests("/v4/search")) == 2
