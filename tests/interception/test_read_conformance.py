@@ -142,11 +142,11 @@ SCENARIOS: dict[str, Scenario] = {
         (Answer(500, headers=FAST),), {"max_retries": 0}, {}, "raised"
     ),
     "a client timeout": Scenario(
-        (Answer(delay=0.4),), {"timeout": 0.1, "max_retries": 0}, {}, "raised"
+        (Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 0}, {}, "raised"
     ),
-    "a timeout then a retry": Scenario((Answer(delay=0.4),), {"timeout": 0.1, "max_retries": 1}),
+    "a timeout then a retry": Scenario((Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 1}),
     "a per-call timeout": Scenario(
-        (Answer(delay=0.4),), {"max_retries": 0}, {"timeout": 0.1}, "raised"
+        (Answer(delay=0.3),), {"max_retries": 0}, {"timeout": 0.1}, "raised"
     ),
     "a dropped connection": Scenario((Answer(drop=True),), {"max_retries": 0}, {}, "raised"),
     "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}),
@@ -305,7 +305,7 @@ async def test_a_patient_caller_does_not_share_the_timeout_of_an_impatient_one(
     path, call = READS[read]
     quick = make_client(mode, upstream.base_url, timeout=0.1, max_retries=0)
     patient = make_client(mode, upstream.base_url, timeout=5, max_retries=0)
-    upstream.script(Answer(delay=0.4))
+    upstream.script(Answer(delay=0.3))
     timed_out, answered = await _together(
         mode, upstream, lambda: call(quick), lambda: call(patient)
     )
@@ -320,7 +320,7 @@ async def test_a_per_call_timeout_decides_who_shares_a_flight(
 ) -> None:
     _, call = READS[read]
     client = make_client(mode, upstream.base_url, max_retries=0)
-    upstream.script(Answer(delay=0.4))
+    upstream.script(Answer(delay=0.3))
     timed_out, answered = await _together(
         mode, upstream, lambda: call(client, timeout=0.1), lambda: call(client)
     )
@@ -403,7 +403,7 @@ async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
         )
 
     async with client(0.1) as quick, client(5) as patient:
-        upstream.script(Answer(delay=0.4))
+        upstream.script(Answer(delay=0.3))
         first = asyncio.ensure_future(outcome(lambda: quick.post("/v4/search", json=body)))
         await asyncio.to_thread(upstream.wait_for, 1)
         answered = await outcome(lambda: patient.post("/v4/search", json=body))
