@@ -127,13 +127,18 @@ class Scenario:
     call: dict[str, Any] = field(default_factory=dict)
     expect: str = "returned"  # the plain outcome, so a scenario cannot silently test nothing
     strict: bool | None = None  # 3.x ``_strict_response_validation``; None: the SDK default
+    sent: int = 1  # requests the plain call makes (retries included)
 
 
 SCENARIOS: dict[str, Scenario] = {
-    "a 500 then a 200 is retried": Scenario((Answer(500, headers=FAST),), {"max_retries": 2}),
-    "retries run out": Scenario((Answer(500, headers=FAST),) * 3, {"max_retries": 2}, {}, "raised"),
+    "a 500 then a 200 is retried": Scenario(
+        (Answer(500, headers=FAST),), {"max_retries": 2}, sent=2
+    ),
+    "retries run out": Scenario(
+        (Answer(500, headers=FAST),) * 3, {"max_retries": 2}, {}, "raised", sent=3
+    ),
     "a 429 with retry-after is retried": Scenario(
-        (Answer(429, headers={**FAST, "retry-after": "0"}),), {"max_retries": 1}
+        (Answer(429, headers={**FAST, "retry-after": "0"}),), {"max_retries": 1}, sent=2
     ),
     "a 400 is not retried": Scenario(
         (Answer(400, {"error": "bad"}),), {"max_retries": 2}, {}, "raised"
@@ -144,12 +149,14 @@ SCENARIOS: dict[str, Scenario] = {
     "a client timeout": Scenario(
         (Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 0}, {}, "raised"
     ),
-    "a timeout then a retry": Scenario((Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 1}),
+    "a timeout then a retry": Scenario(
+        (Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 1}, sent=2
+    ),
     "a per-call timeout": Scenario(
         (Answer(delay=0.3),), {"max_retries": 0}, {"timeout": 0.1}, "raised"
     ),
     "a dropped connection": Scenario((Answer(drop=True),), {"max_retries": 0}, {}, "raised"),
-    "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}),
+    "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}, sent=2),
     "per-call extra headers": Scenario((), {}, {"extra_headers": {"x-conformance": "yes"}}),
 }
 if MAJOR == "3":
@@ -186,6 +193,11 @@ async def test_one_caller_sees_what_the_sdk_alone_gives(
     scenario = SCENARIOS[name]
     plain = await _run(scenario, upstream, mode, read)
     assert plain[0][0] == scenario.expect, plain
+    assert plain[1] == scenario.sent, plain
+    if MAJOR == "3":  # Stainless numbers its attempts
+        assert plain[2] == [str(attempt) for attempt in range(scenario.sent)]
+    if "extra_headers" in scenario.call:
+        assert plain[3] == ["yes"]
     memory = wm_middleware.instrument()
     try:
         cached = await _run(scenario, upstream, mode, read)
