@@ -29,13 +29,13 @@ Adding a client family is one new module and one line in :data:`ADAPTERS`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
 from .._runtime import Read, Runtime, Write
 
-__all__ = ["ADAPTERS", "Bypass", "Patch", "asyncio_running", "run"]
+__all__ = ["ADAPTERS", "Bypass", "Patch", "asyncio_running", "run", "timeout_key"]
 
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
@@ -66,6 +66,16 @@ class Bypass:
     operation: str
     server: tuple[str, int | None]
     query: str | None
+
+
+def timeout_key(timeout: object) -> Hashable:
+    """A timeout (or a retry count) as flight-key material: ``httpx.Timeout`` by its parts.
+
+    ``httpx.Timeout`` compares by value but is not hashable; anything else goes by ``repr``.
+    """
+    if hasattr(timeout, "read") and hasattr(timeout, "connect"):
+        return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
+    return repr(timeout)
 
 
 def asyncio_running() -> bool:

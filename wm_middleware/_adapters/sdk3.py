@@ -46,7 +46,7 @@ from .._api.routes import (
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._tier import SharedCodec
-from . import Bypass, Patch, Wrapper, asyncio_running, run
+from . import Bypass, Patch, Wrapper, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
 
@@ -174,7 +174,8 @@ class _Client:
     def matches(self, instance: Any) -> bool:
         """True while ``instance`` is in the state this entry was made from."""
         return (
-            self.base_url is getattr(instance, "_base_url", None)
+            self.base_url is not None
+            and self.base_url is getattr(instance, "_base_url", None)
             and self.api_key == instance.api_key
             and self.headers == instance._custom_headers
             and self.query == instance._custom_query
@@ -208,15 +209,6 @@ def _client(instance: Any) -> _Client:
     return made
 
 
-def _timeout_key(timeout: object) -> Hashable:
-    """A timeout as flight-key material: ``httpx.Timeout`` by its four parts."""
-    parts = tuple(getattr(timeout, name, _ABSENT) for name in ("connect", "read", "write", "pool"))
-    return parts if _ABSENT not in parts else repr(timeout)
-
-
-_ABSENT: Final = object()
-
-
 def _flight(client: _Client, options: Any) -> Hashable:
     """What decides this call's outcome but not its value: its retries, timeout and redirects.
 
@@ -226,7 +218,7 @@ def _flight(client: _Client, options: Any) -> Hashable:
     """
     retries = options.max_retries if _given(options.max_retries) else client.max_retries
     timeout = options.timeout if _given_timeout(options.timeout) else client.timeout
-    return (retries, _timeout_key(timeout), options.follow_redirects)
+    return (retries, timeout_key(timeout), options.follow_redirects)
 
 
 def _is_plain(options: Any, kwargs: Mapping[str, Any]) -> bool:

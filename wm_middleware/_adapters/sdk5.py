@@ -43,7 +43,7 @@ from .._api.routes import (
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._tier import SharedCodec
-from . import Bypass, Patch, asyncio_running, run
+from . import Bypass, Patch, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
 
@@ -230,15 +230,9 @@ def _flight(wrapper: Any, options: Mapping[str, Any]) -> Hashable:
     retries = getattr(http, "base_max_retries", None)
     return (
         retries,
-        _timeout_key(wrapper.get_timeout()),
-        *(_timeout_key(options.get(name)) for name in _OUTCOME_OPTIONS),
+        timeout_key(wrapper.get_timeout()),
+        *(timeout_key(options.get(name)) for name in _OUTCOME_OPTIONS),
     )
-
-
-def _timeout_key(timeout: object) -> Hashable:
-    """A timeout (or a count) as flight-key material: ``httpx.Timeout`` by its four parts."""
-    parts = tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
-    return parts if hasattr(timeout, "read") else repr(timeout)
 
 
 def _keep_response(error: BaseException) -> None:
