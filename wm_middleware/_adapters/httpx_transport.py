@@ -48,10 +48,9 @@ import httpx
 
 from .._api.routes import attempted, find_in, query_of, read_tags, record_id_of, written
 from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
-from .._cache import WorkingMemory
+from .._core import SharedCodec, WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from .._tier import SharedCodec
 from . import Bypass, Patch, asyncio_running, run
 
 __all__ = [

@@ -44,8 +44,8 @@ from .._api.routes import (
     written,
 )
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
+from .._core import SharedCodec
 from .._runtime import Read, Runtime, Write, handled_outside
-from .._tier import SharedCodec
 from . import Bypass, Patch, Wrapper, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
