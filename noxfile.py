@@ -1,7 +1,7 @@
 """Test sessions. The two supermemory SDK generations cannot share an environment.
 
 nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
-nox -s tests-sdk3    # one of them
+nox -s tests-sdk3    # one of them (then supermemory 3.62.0's own suite, plain and instrumented)
 nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
@@ -44,6 +44,17 @@ SDK5 = [
     "supermemory>=5,<6",
     "supermemory-agent-framework>=2,<3",
 ]
+# The SDK versions whose own test suites run plain and under instrument() (the same outcome
+# both ways), and what those suites need beyond the project's test extra.
+SDK3_SUITE = "3.62.0"
+SDK5_SUITE = "5.0.1"
+SUITE_NEEDS = ["respx", "dirty-equals"]
+
+
+def _sdk_suite(session: nox.Session, pinned: str) -> None:
+    """The SDK's own suite at ``pinned``, downloaded as an sdist, plain then instrumented."""
+    session.install(f"supermemory=={pinned}", *SUITE_NEEDS)
+    session.run("python", "tests/interception/sdk_suites.py", pinned)
 
 
 @nox.session(python=PYTHON)
@@ -60,6 +71,8 @@ def tests_sdk3(session: nox.Session) -> None:
     """The whole suite with supermemory 3.x and the integrations built on it."""
     session.install("-e", ".[test,demo,otlp]", *SDK3)
     session.run("pytest", "-q", *session.posargs)
+    if not session.posargs:  # a focused run (``nox -s tests-sdk3 -- tests/x``) skips the suite
+        _sdk_suite(session, SDK3_SUITE)
 
 
 @nox.session(name="tests-sdk5", python=PYTHON)
@@ -67,6 +80,8 @@ def tests_sdk5(session: nox.Session) -> None:
     """The whole suite with supermemory 5.x and supermemory-agent-framework 2.x."""
     session.install("-e", ".[test,server,otlp]", *SDK5)
     session.run("pytest", "-q", *session.posargs)
+    if not session.posargs:
+        _sdk_suite(session, SDK5_SUITE)
 
 
 # Phoenix and the SDK 3.x integrations pin incompatible FastAPI releases: the server gets an

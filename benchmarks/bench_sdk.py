@@ -17,7 +17,8 @@ providers (the API's no-op tracer and meter); (3) a hit with SDK providers and a
 same providers with ``trace_hits=False``; (0) the SDK's own floor: the same call with
 ``SyncAPIClient.request`` wrapped (wrapt, as ``instrument()`` does) to return a stored copy
 (``pickle.loads`` of the response, as a hit does) without any middleware. Goals: (2) <= 0.5x (1);
-(4) <= 1.10x (2); (2) <= 1.3x (0), i.e. the middleware adds at most 30% to the SDK's own work.
+(4) <= 1.10x (2); (2) <= 1.35x (0), i.e. the middleware adds at most 35% to the SDK's own work
+(the regression guard of issue 15).
 
 Method as in bench_core.py: each sample is a tight loop of the one call with the garbage
 collector off; candidates are interleaved, every round running each once in a rotated order;
@@ -159,6 +160,21 @@ def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
         "hit_spans": Candidate(dict(sdk)),
         "hit_no_spans": Candidate({**sdk, "trace_hits": False}),
     }
+    try:
+        samples = _measure(cfg, server, client, candidates)
+    finally:
+        tracer_provider.shutdown()
+        meter_provider.shutdown()
+    return _rows({name: statistics.median(values) for name, values in samples.items()})
+
+
+def _measure(
+    cfg: Config,
+    server: EmulatorServer,
+    client: supermemory.Supermemory,
+    candidates: dict[str, Candidate],
+) -> dict[str, list[float]]:
+    """Every candidate's samples, interleaved in a rotated order each round."""
     before = server.count("POST", "/v4/search")
     counts = {
         name: max(20, int(cfg.sample_ns / max(_sample(client, c, 20), 1.0)))
@@ -177,10 +193,10 @@ def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
     for name in ("hit", "hit_spans", "hit_no_spans"):
         assert upstream[name] == cfg.rounds, (name, upstream[name])
     assert server.count("POST", "/v4/search") > before
-    tracer_provider.shutdown()
-    meter_provider.shutdown()
+    return samples
 
-    med = {name: statistics.median(values) for name, values in samples.items()}
+
+def _rows(med: dict[str, float]) -> list[Row]:
     base = med["round_trip"]
     section = "SDK 3.x client.search.memories, in-process emulator, zero latency"
     rows = [
@@ -196,7 +212,7 @@ def bench(cfg: Config, server: EmulatorServer) -> list[Row]:
     rows += [
         Row(floor, "(0) SDK floor, no middleware", med["floor"], "ns", 1.0),
         Row(floor, "(2) / (0): hit through the SDK", med["hit"], "ns",
-            med["hit"] / med["floor"], 1.3),
+            med["hit"] / med["floor"], 1.35),
         Row(floor, "(4) / (0): hit, SDK providers, no hit spans", med["hit_no_spans"], "ns",
             med["hit_no_spans"] / med["floor"], note="info"),
     ]  # fmt: skip

@@ -42,10 +42,7 @@ class Generation:
     major: str
 
     def client(self, mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
-        import supermemory
-
-        cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
-        return cls(api_key=api_key, base_url=base_url, **options)
+        return make_client(mode, base_url, api_key, **options)
 
     def search(self, client: Any, tag: str = TAG) -> Any:
         """A search of ``tag`` (3.x: container tag; 5.x: namespace); sync or awaitable."""
@@ -77,6 +74,15 @@ def generation() -> Generation:
     return Generation(major)
 
 
+# -- driving a client sync or async: one set of helpers for every test module here --------------
+def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
+    """A ``Supermemory`` (``mode="sync"``) or ``AsyncSupermemory`` of the installed SDK."""
+    import supermemory
+
+    cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
+    return cls(api_key=api_key, base_url=base_url, **options)
+
+
 async def done(value: Any) -> Any:
     """The result of a client call, sync or async."""
     return await value if inspect.isawaitable(value) else value
@@ -84,4 +90,5 @@ async def done(value: Any) -> Any:
 
 @pytest.fixture(params=["sync", "async"])
 def mode(request: pytest.FixtureRequest) -> str:
+    """Each test using it runs with the sync and with the async client."""
     return str(request.param)

@@ -1,8 +1,9 @@
 """The route table every adapter classifies by matches the API the emulator serves.
 
 The table states each Supermemory route once (generation, method, path template, operation,
-read / write / pass-through, scope rule); the 3.x, 5.x and httpx adapters all read it. Here it is
-checked route by route against the emulator, and its lookups against the paths clients send.
+read / write / pass-through, scope rule, query field, record id, semconv operation, record
+count); the 3.x, 5.x and httpx adapters all read it. Here it is checked route by route against
+the emulator, and its lookups against the paths clients send.
 """
 
 from __future__ import annotations
@@ -11,7 +12,18 @@ import re
 
 import pytest
 
-from wm_middleware._adapters._routes import ROUTES, UNKNOWN_WRITE, Route, find, find_in
+from wm_middleware._api.routes import (
+    ROUTES,
+    UNKNOWN_WRITE,
+    Route,
+    attempted,
+    compile_template,
+    find,
+    find_in,
+    query_of,
+    record_id_of,
+)
+from wm_middleware._api.tenancy import TenantScope, read_scopes, tenant_of, write_scopes
 from wm_middleware.emulator.app import api_routes
 
 # Routes of the real API the emulator does not serve: third-party OAuth connections and the
@@ -42,6 +54,14 @@ def _shape(template: str) -> str:
 
 def _example(route: Route) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: f"some-{m[1]}", route.template)
+
+
+def test_a_template_matches_one_segment_per_name() -> None:
+    pattern = compile_template("/ns/{ns}/document/{id}")
+    found = pattern.fullmatch("/ns/team/document/doc-1")
+    assert found is not None
+    assert found.groupdict() == {"ns": "team", "id": "doc-1"}
+    assert pattern.fullmatch("/ns/team/x/document/doc-1") is None
 
 
 def test_every_emulator_route_is_in_the_table_and_every_table_route_in_the_emulator() -> None:
@@ -100,3 +120,86 @@ def test_a_namespace_named_like_an_api_root_stays_a_namespace() -> None:
     encoded = find("POST", "/ns/team%2Fa/search")
     assert encoded is not None
     assert encoded.namespace == "team/a"
+
+
+@pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.template}")
+def test_every_route_names_its_semconv_operation(route: Route) -> None:
+    expected = {"read": {"search_memory"}, "pass": {None}}.get(
+        route.kind, {"upsert_memory", "update_memory", "delete_memory"}
+    )
+    assert route.semconv in expected
+    if route.kind == "write":
+        assert route.deletes == (route.method == "DELETE")
+
+
+def test_reads_name_their_query_field_by_generation() -> None:
+    search3 = find("POST", "/v4/search")
+    search5 = find("POST", "/ns/a/search")
+    listed = find("POST", "/v3/documents/list")
+    assert search3 is not None
+    assert search5 is not None
+    assert listed is not None
+    assert query_of(search3, {"q": "tea", "query": "no"}) == "tea"
+    assert query_of(search5, {"q": "no", "query": "tea"}) == "tea"
+    assert query_of(listed, {"q": "tea"}) is None
+    assert query_of(search3, {"q": 3}) is None
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "record"),
+    [
+        ("PATCH", "/v3/documents/doc-1", {}, "doc-1"),
+        ("DELETE", "/v3/documents/doc%2F1", {}, "doc/1"),
+        ("DELETE", "/v4/memories", {"id": "mem-1", "containerTag": "t"}, "mem-1"),
+        ("PATCH", "/v4/memories", {"id": "mem-2", "newContent": "x"}, "mem-2"),
+        ("PATCH", "/ns/a/document/doc-3", {}, "doc-3"),
+        ("POST", "/v3/documents", {"id": "not-a-target"}, None),
+        ("POST", "/ns/a/document", {}, None),
+    ],
+)
+def test_a_call_naming_one_record_names_its_id(
+    method: str, path: str, body: dict[str, object], record: str | None
+) -> None:
+    found = find(method, path)
+    assert found is not None
+    assert record_id_of(found, body) == record
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body", "count"),
+    [
+        ("POST", "/v3/documents", {"content": "x"}, 1),
+        ("POST", "/v3/documents/batch", {"documents": [{}, {}, {}]}, 3),
+        ("DELETE", "/v3/documents/bulk", {"ids": ["a", "b"]}, 2),
+        ("DELETE", "/v3/documents/bulk", {"containerTags": ["t"]}, None),
+        ("DELETE", "/ns/a/memories", {"ids": ["a"]}, 1),
+        ("PATCH", "/v3/settings", {}, None),
+        ("DELETE", "/ns/a", {}, None),
+        ("POST", "/v3/brand-new", {}, None),
+    ],
+)
+def test_the_records_a_write_attempts(
+    method: str, path: str, body: dict[str, object], count: int | None
+) -> None:
+    found = find(method, path)
+    assert found is not None
+    assert attempted(found, body) == count
+
+
+def test_scopes_are_plain_tuples_a_tenant_scope_reads_back() -> None:
+    tenant = tenant_of("http://x/", "sk-secret")
+    assert "sk-secret" not in repr(tenant)
+    scopes = (*read_scopes(tenant, ["t"], "Tea?"), *write_scopes(tenant, ()))
+    typed = [TenantScope.parse(scope) for scope in scopes]
+    assert [None if t is None else t.kind for t in typed] == [
+        "tenant",
+        "tag",
+        None,  # the query scope names no tenant
+        "tenant",
+    ]
+    for scope, parsed in zip(scopes, typed, strict=True):
+        assert type(scope) in (tuple, str)  # the shared tier encodes plain tuples only
+        if parsed is not None:
+            assert parsed.plain() == scope
+    assert TenantScope.parse(("tag", tenant)) is None
+    assert TenantScope.parse(("other", tenant)) is None

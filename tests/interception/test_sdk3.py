@@ -7,7 +7,6 @@ the async (``AsyncSupermemory``) client.
 
 from __future__ import annotations
 
-import inspect
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -42,6 +41,8 @@ from supermemory.types import (
 import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer, MemoryEntry
+
+from .conftest import done, make_client
 
 KEY = "sk-a"
 OTHER_KEY = "sk-b"
@@ -95,21 +96,6 @@ def instrumentation(**options: Any) -> Iterator[WorkingMemory[Any]]:
         yield memory
     finally:
         wm_middleware.uninstrument()
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
-    cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
-    return cls(api_key=api_key, base_url=base_url, **options)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or async."""
-    return await value if inspect.isawaitable(value) else value
 
 
 async def outcome(call: Callable[[], Any]) -> Any:

@@ -6,7 +6,6 @@ emulator received. Each runs with the sync and the async client.
 
 from __future__ import annotations
 
-import inspect
 import socket
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,6 +30,8 @@ from supermemory.types import ListResponse, ProfileResponse, SearchResponse
 import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
+
+from .conftest import done, make_client
 
 KEY = "sk-a"
 NS = "user-1"
@@ -73,21 +74,6 @@ def _instrumented() -> Iterator[WorkingMemory[Any]]:
         yield memory
     finally:
         wm_middleware.uninstrument()
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
-    cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
-    return cls(api_key=api_key, base_url=base_url, **options)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or async."""
-    return await value if inspect.isawaitable(value) else value
 
 
 def posts(server: EmulatorServer) -> int:

@@ -41,11 +41,14 @@ READS: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {
 
 
 def measured_apart(value: Any) -> Any:
-    """A model's dump without the server-measured ``timing`` / ``search_time`` fields, which
-    differ between two upstream requests for the same answer."""
+    """A model's dump without the server-measured ``timing`` / ``search_time`` fields at any
+    depth (a profile's ``search_results`` has its own), which differ between two upstream
+    requests for the same answer."""
     dump = value.model_dump() if hasattr(value, "model_dump") else value
     if isinstance(dump, dict):
-        return {k: v for k, v in dump.items() if k not in ("timing", "search_time")}
+        return {k: measured_apart(v) for k, v in dump.items() if k not in ("timing", "search_time")}
+    if isinstance(dump, list):
+        return [measured_apart(v) for v in dump]
     return dump
 
 

@@ -3,7 +3,8 @@
 The count comes from the request body (the list of documents or ids), through the real SDK of the
 installed generation (3.x or 5.x, sync and async) and through a plain httpx client, against the
 emulator. A single-record write counts one; a bulk delete that names no records (3.x
-``delete_bulk`` by container tag) deletes an unknown number and leaves the count out.
+``delete_bulk`` by container tag) deletes an unknown number and leaves the count out. Every
+write also carries the route table's semconv operation and, when it targets one record, its id.
 """
 
 from __future__ import annotations
@@ -159,3 +160,65 @@ def test_the_httpx_transport_counts_the_records_its_request_body_shows(
 
     (write,) = exporter.get_finished_spans()
     assert (write.name, _count(write)) == ("upsert_memory", expected)
+
+
+# -- the route table's facts reach every Write: semconv operation and target record -------------
+class _Recording(Runtime):
+    """A runtime that keeps every :class:`Write` the adapters hand it."""
+
+    def __init__(self) -> None:
+        super().__init__(WorkingMemory(), Telemetry())
+        self.writes: list[Any] = []
+
+    def write(self, write: Any, call: Any) -> Any:
+        self.writes.append(write)
+        return super().write(write, call)
+
+    async def awrite(self, write: Any, call: Any) -> Any:
+        self.writes.append(write)
+        return await super().awrite(write, call)
+
+
+async def test_sdk_writes_name_their_semconv_operation_and_target_record(
+    emulator: EmulatorServer, generation: Generation, mode: str
+) -> None:
+    import importlib
+
+    from .conftest import make_client
+
+    adapter = importlib.import_module(f"wm_middleware._adapters.sdk{generation.major}")
+    runtime = _Recording()
+    client = adapter.wrap(make_client(mode, emulator.base_url), runtime)
+    added = await done(generation.add(client))
+    if generation.major == "3":
+        await done(client.documents.update(added.id, content="User now prefers tea"))
+        await done(client.documents.delete(added.id))
+    else:
+        await done(client.documents.update(TAG, added.id, content="User now prefers tea"))
+        await done(client.documents.delete(TAG, ids=[added.id]))
+    facts = [(w.operation_name, w.record_id, w.records) for w in runtime.writes]
+    deleted = (added.id, 1) if generation.major == "3" else (None, 1)
+    assert facts == [
+        ("upsert_memory", None, 1),
+        ("update_memory", added.id, 1),
+        ("delete_memory", *deleted),
+    ]
+
+
+def test_httpx_writes_name_their_semconv_operation_and_target_record(
+    emulator: EmulatorServer,
+) -> None:
+    runtime = _Recording()
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with httpx.Client(
+        base_url=emulator.base_url, headers=headers, transport=CachingTransport(runtime=runtime)
+    ) as client:
+        added = client.post("/v3/documents", json={"content": "x", "containerTag": TAG}).json()
+        client.patch(f"/v3/documents/{added['id']}", json={"content": "y"})
+        client.request("DELETE", "/v4/memories", json={"id": "mem-1", "containerTag": TAG})
+    facts = [(w.operation_name, w.record_id) for w in runtime.writes]
+    assert facts == [
+        ("upsert_memory", None),
+        ("update_memory", added["id"]),
+        ("delete_memory", "mem-1"),
+    ]

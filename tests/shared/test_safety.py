@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from wm_middleware import RedisTier
-from wm_middleware._adapters._requests import tenant_of
+from wm_middleware._api.tenancy import tenant_of
 
 from .conftest import HeldLeader, InThread
 

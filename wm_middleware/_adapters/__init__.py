@@ -9,8 +9,9 @@ An adapter module exposes:
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``
   is not of this family.
 
-What each route of the Supermemory API is (read, write, pass-through, and what it scopes) is
-stated once, in :mod:`._routes`; every adapter classifies its calls there.
+What each route of the Supermemory API is (read, write, pass-through, what it scopes, its
+query field, record id and semconv operation) is stated once, in :mod:`wm_middleware._api.routes`,
+and tenants and scopes in :mod:`wm_middleware._api.tenancy`; every adapter reads them there.
 
 Applied by every ``instrument()`` when the application imports the library (at once if it is
 imported already; otherwise by a post-import hook, so ``instrument()`` imports nothing):
@@ -34,7 +35,7 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
@@ -43,7 +44,16 @@ import wrapt
 
 from .._runtime import Read, Runtime, Write
 
-__all__ = ["ADAPTERS", "Adapter", "Bypass", "Patch", "PatchTable", "run"]
+__all__ = [
+    "ADAPTERS",
+    "Adapter",
+    "Bypass",
+    "Patch",
+    "PatchTable",
+    "asyncio_running",
+    "run",
+    "timeout_key",
+]
 
 logger = logging.getLogger("wm_middleware")
 
@@ -87,6 +97,35 @@ class Bypass:
     operation: str
     server: tuple[str, int | None]
     query: str | None
+
+
+def timeout_key(timeout: object) -> Hashable:
+    """A timeout (or a retry count) as flight-key material: ``httpx.Timeout`` by its parts.
+
+    ``httpx.Timeout`` compares by value but is not hashable; anything else goes by ``repr``.
+    """
+    if hasattr(timeout, "read") and hasattr(timeout, "connect"):
+        return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
+    return repr(timeout)
+
+
+def asyncio_running() -> bool:
+    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
+
+    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
+    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
+    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
+    """
+    try:
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        return asyncio.events._get_running_loop() is not None
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
 
 
 def run(

@@ -46,13 +46,13 @@ from typing import Any, Final, Literal, cast
 
 import httpx
 
+from .._api.routes import attempted, find_in, query_of, read_tags, record_id_of, written
+from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
 from .._core import SharedCodec, WorkingMemory
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from . import Bypass, Patch, run
-from ._requests import fingerprint, read_scopes, server_of
-from ._routes import attempted, find_in, read_tags, written
+from . import Bypass, Patch, asyncio_running, run
 
 __all__ = [
     "AsyncCachingTransport",
@@ -73,6 +73,7 @@ class _ReadSpec:
     scopes: tuple[Hashable, ...]
     server: tuple[str, int | None]
     query: str | None
+    flight: Hashable  # the request's timeouts: what decides its outcome but not its value
 
 
 _NOT_JSON: Final = object()
@@ -124,22 +125,26 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        deletes = method == "DELETE"
-        follow = None if deletes else _follow(route.generation, route.template, request, origin)
+        follow = None if route.deletes else _follow(route.generation, route.template, request, origin)
         return Write(
-            route.operation, scopes, server, deletes, attempted(found, body), follow=follow
+            route.operation,
+            scopes,
+            server,
+            route.deletes,
+            attempted(found, body),
+            operation_name=route.semconv,
+            record_id=record_id_of(found, body),
+            follow=follow,
         )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
-    body_key: Hashable = (
-        content if body is _NOT_JSON else json.dumps(body, sort_keys=True, separators=(",", ":"))
-    )
+    body_key: Hashable = content if body is _NOT_JSON else canonical(body)
     url_key = f"{origin}{url.raw_path.decode('ascii', 'replace')}"
     key = ("httpx", tenant, route.operation, method, url_key, body_key)
-    query = body.get("q" if route.generation == 3 else "query") if isinstance(body, dict) else None
-    query_text = query if isinstance(query, str) else None
-    scopes = read_scopes(tenant, read_tags(found, body), query_text)
-    return _ReadSpec(route.operation, key, scopes, server, query_text)
+    query = query_of(found, body)
+    scopes = read_scopes(tenant, read_tags(found, body), query)
+    flight = canonical(request.extensions.get("timeout"))
+    return _ReadSpec(route.operation, key, scopes, server, query, flight)
 
 
 def _follow(
@@ -318,6 +323,7 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
         decode=decode,
         count=lambda response: records[0],
         share=_SHARED,
+        flight=spec.flight,
     )
 
 
@@ -363,6 +369,8 @@ async def _ahandle(
         return await send()
     if isinstance(call, Write):
         return await runtime.awrite(call, lambda: _aread(send()))
+    if not asyncio_running():  # trio or another loop: observed, never cached
+        return await runtime.abypass(call.operation, call.server, send, call.query)
     try:
         return cast(httpx.Response, await runtime.aread(_read_of(call, request, replay), fetch))
     except _ErrorStatus as error:

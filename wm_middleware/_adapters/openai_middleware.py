@@ -21,10 +21,10 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from .._api.tenancy import canonical, read_scopes, server_of, tenant_of
 from .._core import SharedCodec
 from .._runtime import Read, Runtime
 from . import Patch
-from ._requests import canonical, read_scopes, server_of, tenant_of
 
 __all__ = ["patches", "wrap"]
 

@@ -32,12 +32,22 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from .._api.routes import (
+    QUIET_METHODS,
+    RESPONSE_OPERATIONS,
+    Match,
+    attempted,
+    find,
+    query_of,
+    read_tags,
+    record_id_of,
+    written,
+)
+from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
 from .._core import SharedCodec
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Bypass, Patch, Wrapper, run
-from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
-from ._routes import attempted, find, read_tags, written
+from . import Bypass, Patch, Wrapper, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
 
@@ -50,14 +60,6 @@ _RAW_HEADER: Final = "x-stainless-raw-response"  # _constants.RAW_RESPONSE_HEADE
 # Header values that are credentials: fingerprinted before they enter a key.
 _SECRET_HINTS: Final = ("auth", "key", "token", "secret", "cookie")
 
-# Same path and body, different method and response type: the cast_to names the operation.
-_BY_CAST_TO: Final[dict[tuple[str, str], str]] = {
-    ("search.execute", "SearchDocumentsResponse"): "search.documents",
-    ("documents.add", "AddResponse"): "add",
-    ("connections.delete", "ConnectionDeleteByIDResponse"): "connections.delete_by_id",
-    ("connections.delete", "ConnectionDeleteByProviderResponse"): "connections.delete_by_provider",
-}
-
 
 def _path_of(url: str) -> str:
     if "://" in url:
@@ -68,7 +70,8 @@ def _path_of(url: str) -> str:
 
 
 # -- what a call is --------------------------------------------------------------------------
-_Route = Read | Write | Bypass | None
+Action = Read | Write | Bypass | None
+"""What a request is to the runtime; ``None`` passes it through untouched."""
 
 
 def _body_of(options: Any) -> dict[str, Any]:
@@ -149,44 +152,56 @@ def _shared_codec(cast_to: type) -> SharedCodec:
 class _Client:
     """What a client contributes to every read of it, computed once per client state.
 
-    A client's base URL, key, default headers and default query may change (``base_url`` has a
-    setter); the entry is reused only while all four are what they were when it was made.
+    A client's base URL, key, default headers and query, retries, timeout and strictness may
+    change (they are plain attributes, ``base_url`` has a setter); the entry is reused only while
+    all of them are what they were when it was made.
     """
 
     base_url: object  # the client's URL object itself: a new URL is a new state
     api_key: str | None
     headers: dict[str, Any]  # copies, compared by value
     query: dict[str, Any]
-    tenant: tuple[str, str]
+    max_retries: int
+    timeout: object
+    strict: bool
+    tenant: Tenant
     server: tuple[str, int | None]
     defaults: str  # the default headers (credentials fingerprinted) and query, canonical
-    # The Read of each plain request seen (no per-call headers, query, extra body, files or
-    # stream), by an exact key of its small flat body: a repeat skips key building. It lives and
-    # dies with this entry, so with the client; bounded in count and in the text it holds.
+    # The Read of each plain request seen (no per-call options, files or stream), by an exact
+    # key of its small flat body: a repeat skips key building. It lives and dies with this
+    # entry, so with the client; bounded in count and in the text it holds.
     reads: dict[Hashable, Read] = field(default_factory=dict)
+
+    def matches(self, instance: Any) -> bool:
+        """True while ``instance`` is in the state this entry was made from."""
+        return (
+            self.base_url is not None
+            and self.base_url is getattr(instance, "_base_url", None)
+            and self.api_key == instance.api_key
+            and self.headers == instance._custom_headers
+            and self.query == instance._custom_query
+            and self.max_retries == instance.max_retries
+            and self.timeout is instance.timeout
+            and self.strict == instance._strict_response_validation
+        )
 
 
 _CLIENTS: weakref.WeakKeyDictionary[Any, _Client] = weakref.WeakKeyDictionary()
 
 
 def _client(instance: Any) -> _Client:
-    base_url = getattr(instance, "_base_url", None)
     found = _CLIENTS.get(instance)
-    if (
-        found is not None
-        and base_url is not None
-        and found.base_url is base_url
-        and found.api_key == instance.api_key
-        and found.headers == instance._custom_headers
-        and found.query == instance._custom_query
-    ):
+    if found is not None and found.matches(instance):
         return found
     url = str(instance.base_url)
     made = _Client(
-        base_url,
+        getattr(instance, "_base_url", None),
         instance.api_key,
         dict(instance._custom_headers),
         dict(instance._custom_query),
+        instance.max_retries,
+        instance.timeout,
+        bool(instance._strict_response_validation),
         tenant_of(url, instance.api_key),
         server_of(url),
         canonical([_safe_headers(instance._custom_headers), instance._custom_query or None]),
@@ -195,74 +210,133 @@ def _client(instance: Any) -> _Client:
     return made
 
 
-def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
-    """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched.
+def _flight(client: _Client, options: Any) -> Hashable:
+    """What decides this call's outcome but not its value: its retries, timeout and redirects.
 
-    A plain request (no per-call headers, query, extra body, files, stream or post-parser) whose
-    small flat body was seen before is looked up first, by its exact method, URL and body: a
-    repeated read skips route matching and key building alike.
+    Callers join one fetch only when these match (see ``Read.flight``): a ``max_retries=0`` caller
+    must not get the error a ``max_retries=3`` caller would have retried past, nor a ``timeout=5``
+    caller the timeout of a ``timeout=0.1`` one.
     """
-    cast_to = args[0] if args else kwargs.get("cast_to")
-    options = args[1] if len(args) > 1 else kwargs.get("options")
-    if options is None:
-        return None
-    client = _client(instance)
-    headers = options.headers
-    plain = (
-        not headers
+    retries = options.max_retries if _given(options.max_retries) else client.max_retries
+    timeout = options.timeout if _given_timeout(options.timeout) else client.timeout
+    return (retries, timeout_key(timeout), options.follow_redirects)
+
+
+def _is_plain(options: Any, kwargs: Mapping[str, Any]) -> bool:
+    """No per-call headers, query, extra body, options, files, stream or post-parser."""
+    return (
+        not options.headers
         and not options.extra_json
         and not options.params
         and options.files is None
         and options.content is None
         and not kwargs.get("stream")
         and not _given(options.post_parser)
+        and not _given(options.max_retries)
+        and not _given_timeout(options.timeout)
+        and options.follow_redirects is None
     )
+
+
+def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Action:
+    """What ``instance.request(*args, **kwargs)`` is; ``None`` passes it through untouched.
+
+    A plain request (see :func:`_is_plain`) whose small flat body was seen before is looked up
+    first, by its exact method, URL and body: a repeated read skips route matching and key
+    building alike.
+    """
+    cast_to = args[0] if args else kwargs.get("cast_to")
+    options = args[1] if len(args) > 1 else kwargs.get("options")
+    if options is None:
+        return None
+    client = _client(instance)
+    plain = _is_plain(options, kwargs)
     memo_key = _memo_key(cast_to, options.method, options.url, options.json_data) if plain else None
     if memo_key is not None:
         read = client.reads.get(memo_key)
         if read is not None:
             return read
     method = str(options.method).upper()
-    if method == "GET":
+    if method in QUIET_METHODS:
         return None  # status polls and GET reads: never cached, nothing to invalidate
     found = find(method, _path_of(str(options.url)))
     if found is None or found.route.kind == "pass":
         return None
-    cast_name = getattr(cast_to, "__name__", "")
-    operation = _BY_CAST_TO.get((found.route.operation, cast_name), found.route.operation)
-    if found.route.kind == "write":
-        body = _body_of(options)
-        scopes = written(found, client.tenant, body)
-        if scopes is None:
-            return None
-        # A raw write is still a write: it runs as is and invalidates.
-        return Write(
-            operation,
-            scopes,
-            client.server,
-            method == "DELETE",
-            attempted(found, body),
-            follow=None if method == "DELETE" else _follow(instance),
-        )
-    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
+    operation = RESPONSE_OPERATIONS.get(
+        (found.route.operation, getattr(cast_to, "__name__", "")), found.route.operation
+    )
     body = _body_of(options)
-    query = body.get("q")
-    query = query if isinstance(query, str) else None
-    if raw or kwargs.get("stream") or not _is_model(cast_to):
-        return Bypass(operation, client.server, query)
-    if options.files is not None or options.content is not None:
-        return Bypass(operation, client.server, query)
-    if _given(options.post_parser):
-        return Bypass(operation, client.server, query)
-    extra, params, safe_headers = options.extra_json, options.params, _safe_headers(headers)
+    if found.route.kind == "write":
+        return _write(found, operation, client, body, instance)  # a raw write is still a write
+    if not _cacheable(cast_to, options, kwargs):
+        return Bypass(operation, client.server, query_of(found, body))
+    read = _read(found, operation, client, cast_to, options, body)
+    if memo_key is not None:
+        if len(client.reads) >= _MEMO_ENTRIES:
+            client.reads.clear()
+        client.reads[memo_key] = read
+    return read
+
+
+def _write(
+    found: Match, operation: str, client: _Client, body: dict[str, Any], instance: Any
+) -> Write | None:
+    scopes = written(found, client.tenant, body)
+    if scopes is None:
+        return None
+    return Write(
+        operation,
+        scopes,
+        client.server,
+        found.route.deletes,
+        attempted(found, body),
+        operation_name=found.route.semconv,
+        record_id=record_id_of(found, body),
+        follow=None if found.route.deletes else _follow(instance),
+    )
+
+
+def _cacheable(cast_to: Any, options: Any, kwargs: Mapping[str, Any]) -> bool:
+    """A read answered with a model the SDK builds from JSON, with nothing streamed or raw."""
+    headers = options.headers
+    raw = isinstance(headers, Mapping) and any(str(name).lower() == _RAW_HEADER for name in headers)
+    return not (
+        raw
+        or kwargs.get("stream")
+        or not _is_model(cast_to)
+        or options.files is not None
+        or options.content is not None
+        or _given(options.post_parser)
+    )
+
+
+def _read(
+    found: Match,
+    operation: str,
+    client: _Client,
+    cast_to: Any,
+    options: Any,
+    body: dict[str, Any],
+) -> Read:
+    extra, params, safe_headers = options.extra_json, options.params, _safe_headers(options.headers)
     if not extra and not params and safe_headers is None:
         sent = canonical(options.json_data)  # the common case: the method's own body only
     else:
         sent = canonical([options.json_data, extra, params or None, safe_headers])
     # ``_is_model`` checked: a model class. Its qualname separates same-body reads of two types.
+    # Strictness is part of the entry: a strict client is never served what a loose one accepted.
     qualname = getattr(cast_to, "__qualname__", "")
-    key: Hashable = (_FAMILY, client.tenant, operation, qualname, client.defaults, sent)
-    read = Read(
+    key: Hashable = (
+        _FAMILY,
+        client.tenant,
+        operation,
+        qualname,
+        client.strict,
+        client.defaults,
+        sent,
+    )
+    query = query_of(found, body)
+    return Read(
         operation,
         key,
         read_scopes(client.tenant, read_tags(found, body), query),
@@ -272,12 +346,8 @@ def _route(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Rou
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
         count=_count,
         share=_shared_codec(cast_to),
+        flight=_flight(client, options),
     )
-    if memo_key is not None:
-        if len(client.reads) >= _MEMO_ENTRIES:
-            client.reads.clear()
-        client.reads[memo_key] = read
-    return read
 
 
 def _follow(instance: Any) -> Follow:
@@ -326,6 +396,11 @@ def _memo_key(cast_to: Any, method: object, url: object, data: object) -> Hashab
 _NOT_GIVEN_TYPES: tuple[type, ...] | None = None
 
 
+def _given_timeout(value: object) -> bool:
+    """A per-call timeout was given (``None`` is one: no timeout at all)."""
+    return value is None or _given(value)
+
+
 def _given(value: object) -> bool:
     global _NOT_GIVEN_TYPES
     if value is None:
@@ -349,9 +424,15 @@ def _is_model(cast_to: object) -> bool:
     )
 
 
-def _classify(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> _Route:
+def _classify(
+    instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], is_async: bool
+) -> Action:
     try:
-        return _route(instance, args, kwargs)
+        action = _describe(instance, args, kwargs)
+        if is_async and isinstance(action, Read) and not asyncio_running():
+            # trio (the async client runs on anyio): observed, never cached (see asyncio_running)
+            return Bypass(action.operation, action.server, action.query)
+        return action
     except Exception:  # an unforeseen shape: pass it through rather than fail the caller
         logger.debug("wm_middleware: could not classify a supermemory request", exc_info=True)
         return None
@@ -366,10 +447,10 @@ def _wrapper(runtime: Runtime, is_async: bool) -> Wrapper:
     ) -> Any:
         if handled_outside():
             return wrapped(*args, **kwargs)
-        route = _classify(instance, args, kwargs)
-        if route is None:
+        action = _classify(instance, args, kwargs, is_async)
+        if action is None:
             return wrapped(*args, **kwargs)
-        return run(runtime, route, lambda: wrapped(*args, **kwargs), is_async)
+        return run(runtime, action, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 

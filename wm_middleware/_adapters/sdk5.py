@@ -24,18 +24,27 @@ from __future__ import annotations
 
 import copy as _copy
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from functools import cache
-from typing import Any
+from typing import Any, Final
 
 import wrapt
 
+from .._api.routes import (
+    QUIET_METHODS,
+    Route,
+    attempted,
+    find,
+    query_of,
+    record_id_of,
+    route_named,
+    written,
+)
+from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
 from .._core import SharedCodec
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Bypass, Patch, run
-from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
-from ._routes import attempted, find, written
+from . import Bypass, Patch, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
 
@@ -93,7 +102,7 @@ def _encode(value: Any) -> tuple[Any, ...]:
     """An immutable snapshot of a response model: its class and its JSON."""
     try:
         data = value.model_dump(mode="json", by_alias=True, exclude_unset=True)
-        return ("json", type(value), json.dumps(data, separators=(",", ":")))
+        return ("json", type(value), canonical(data))
     except Exception:  # not a model we know: keep a private deep copy instead
         return ("copy", None, _copy.deepcopy(value))
 
@@ -170,31 +179,60 @@ def _describe_read(
     additional = options.get("additional_headers")
     authorization = _header(additional, "authorization") or f"Bearer {wrapper._get_api_key()}"
     tenant = tenant_of(base_url, authorization)
-
-    request: dict[str, Any] = dict(zip(names, args, strict=False))
-    for name, value in kwargs.items():
-        if name not in _NOT_SENT and value is not _OMIT:
-            request[name] = value
+    request = _request_of(names, args, kwargs, options)
     if "namespace" not in request:
         return None
-    for option in ("additional_body_parameters", "additional_query_parameters"):
-        if options.get(option):
-            request[option] = options[option]
     headers = _extra_headers(wrapper.get_custom_headers(), additional)
     if headers is not None:
         request["headers"] = headers
-
-    query = request.get("query")
+    route = route_named(5, operation)
+    query = request.get(route.query) if route.query is not None else None
+    query = query if isinstance(query, str) else None
     return Read(
         operation=operation,
         key=(_FAMILY, tenant, operation, canonical(request)),
         scopes=read_scopes(tenant, [_segment(request["namespace"])], query),
         server=server_of(base_url),
-        query=query if isinstance(query, str) else None,
+        query=query,
         encode=_encode,
         decode=_decode,
         count=_count,
         share=_shared_codec(operation),
+        flight=_flight(wrapper, options),
+    )
+
+
+def _request_of(
+    names: tuple[str, ...],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    options: Mapping[str, Any],
+) -> dict[str, Any]:
+    """What a model-level read sends: its arguments and the extra body and query it is given."""
+    request: dict[str, Any] = dict(zip(names, args, strict=False))
+    for name, value in kwargs.items():
+        if name not in _NOT_SENT and value is not _OMIT:
+            request[name] = value
+    for option in ("additional_body_parameters", "additional_query_parameters"):
+        if options.get(option):
+            request[option] = options[option]
+    return request
+
+
+# ``request_options`` entries that decide a call's outcome but not its value.
+_OUTCOME_OPTIONS: Final = ("max_retries", "timeout", "timeout_in_seconds")
+
+
+def _flight(wrapper: Any, options: Mapping[str, Any]) -> Hashable:
+    """The client's retries and timeout and the call's own: callers join one fetch only when
+    these match (a ``max_retries=0`` caller must not share a ``max_retries=3`` caller's outcome).
+    """
+    http = getattr(wrapper, "httpx_client", None)
+    retries = getattr(http, "base_max_retries", None)
+    return (
+        retries,
+        timeout_key(wrapper.get_timeout()),
+        *(timeout_key(options.get(name)) for name in _OUTCOME_OPTIONS),
     )
 
 
@@ -265,6 +303,10 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
             read = None
         if read is None:
             return await wrapped(*args, **kwargs)
+        if not asyncio_running():  # trio or another loop: observed, never cached
+            return await runtime.abypass(
+                read.operation, read.server, lambda: wrapped(*args, **kwargs), read.query
+            )
 
         async def fetch() -> Any:
             try:
@@ -300,7 +342,7 @@ def _query(kwargs: Mapping[str, Any]) -> dict[str, Any]:
     return params
 
 
-def _tenant_at_transport(instance: Any, kwargs: Mapping[str, Any]) -> tuple[tuple[str, str], str]:
+def _tenant_at_transport(instance: Any, kwargs: Mapping[str, Any]) -> tuple[Tenant, str]:
     base_url = instance.get_base_url(kwargs.get("base_url"))
     options = kwargs.get("request_options") or {}
     authorization = (
@@ -318,35 +360,37 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     if not isinstance(path, str) or not isinstance(method, str):
         return None
     method = method.upper()
-    if method in ("GET", "HEAD", "OPTIONS"):
+    if method in QUIET_METHODS:
         return None
     found = find(method, path)
     if found is None or found.route.kind == "pass":
         return None
-    route = found.route
+    route: Route = found.route
+    tenant, base_url = _tenant_at_transport(instance, kwargs)
+    body = _body(kwargs)
     if route.kind == "read":
         if handled_outside():
             return None  # the fetch of a model-level read
-        tenant, base_url = _tenant_at_transport(instance, kwargs)
-        query = _body(kwargs).get("query") if route.operation == "search" else None
-        return Bypass(
-            route.operation, server_of(base_url), query if isinstance(query, str) else None
-        )
-    tenant, base_url = _tenant_at_transport(instance, kwargs)
-    body = _body(kwargs)
+        return Bypass(route.operation, server_of(base_url), query_of(found, body))
     scopes = written(found, tenant, body, _query(kwargs))
     if scopes is None:
         return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
-    server = server_of(base_url)
     follow = None
-    if method != "DELETE":
+    if not route.deletes:
         headers = {**instance.base_headers(), **(kwargs.get("headers") or {})}
         options = kwargs.get("request_options") or {}
         headers.update(options.get("additional_headers") or {})
         pairs = tuple((str(k), v) for k, v in headers.items() if isinstance(v, str))
         follow = Follow(5, base_url, pairs, namespace=found.namespace)
     return Write(
-        route.operation, scopes, server, method == "DELETE", attempted(found, body), follow=follow
+        route.operation,
+        scopes,
+        server_of(base_url),
+        route.deletes,
+        attempted(found, body),
+        operation_name=route.semconv,
+        record_id=record_id_of(found, body),
+        follow=follow,
     )
 
 

@@ -1,0 +1,430 @@
+"""A cached read behaves exactly like the SDK's own call: the SDK's client tests, aimed at reads.
+
+Written the way the SDK's ``tests/test_client.py`` is (retries and the retry-count header,
+retries running out, retry-after, timeouts, connection errors, validation, per-call options, raw
+and streaming responses), but aimed at every route the working memory caches, of the installed
+generation (3.x: ``search.memories``, ``search.execute``, ``search.documents``, ``profile``,
+``documents.list``; 5.x: ``search``, ``profile``, ``list``), sync and async. Each scenario runs
+twice against a scripted server in front of the emulator (:mod:`._scripted`): plain, then under
+``instrument()``; the caller's outcome and the requests upstream saw must be the same.
+
+Then what only concurrency shows: callers with different options at once (threads and tasks),
+each getting the outcome its own options give it; a cancelled caller; trio.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from importlib.metadata import version
+from typing import Any
+
+import pytest
+
+import wm_middleware
+from wm_middleware import WorkingMemory
+from wm_middleware.emulator import EmulatorServer
+
+from ._scripted import Answer, ScriptedServer
+from .conftest import KEY, QUERY, TAG, done, make_client
+
+MAJOR = version("supermemory").split(".")[0]
+FAST = {"retry-after-ms": "1"}  # both SDKs honour it: retries without a back-off wait
+# Invalid for every cached model of 3.x when validated strictly.
+INVALID = {"results": "oops", "profile": "oops", "memories": "oops", "timing": "x", "total": 0}
+
+# A loose (default) client takes it for every cached model, at once: no forwarding under a 0.1 s
+# timeout that a loaded machine could miss.
+ANY_BODY = {"results": [], "timing": 1, "total": 0, "memories": [], "profile": {}}
+
+Call = Callable[..., Any]
+
+
+def _reads() -> dict[str, tuple[str, Call]]:
+    """Every cached read of the installed generation: (path part, call(client, **options))."""
+    if MAJOR == "3":
+        return {
+            "search.memories": (
+                "/v4/search",
+                lambda c, **o: c.search.memories(q=QUERY, container_tag=TAG, **o),
+            ),
+            "search.execute": (
+                "/v3/search",
+                lambda c, **o: c.search.execute(q=QUERY, container_tags=[TAG], **o),
+            ),
+            "search.documents": (
+                "/v3/search",
+                lambda c, **o: c.search.documents(q=QUERY, container_tags=[TAG], **o),
+            ),
+            "profile": ("/v4/profile", lambda c, **o: c.profile(container_tag=TAG, q=QUERY, **o)),
+            "documents.list": (
+                "/v3/documents/list",
+                lambda c, **o: c.documents.list(container_tags=[TAG], **o),
+            ),
+        }
+    return {
+        "search": ("/search", lambda c, **o: c.search(TAG, query=QUERY, **o)),
+        "profile": ("/profile", lambda c, **o: c.profile(TAG, **o)),
+        "list": ("/list/", lambda c, **o: c.list(TAG, "memories", limit=10, **o)),
+    }
+
+
+READS = _reads()
+
+
+@pytest.fixture(scope="module")
+def _scripted(emulator_server: EmulatorServer) -> Iterator[ScriptedServer]:
+    with ScriptedServer(emulator_server.base_url) as server:
+        yield server
+
+
+@pytest.fixture
+def upstream(emulator: EmulatorServer, _scripted: ScriptedServer) -> ScriptedServer:
+    """The scripted server, empty script, in front of a seeded emulator."""
+    emulator.seed(KEY, ["User likes green tea", "User drinks coffee"], container_tag=TAG)
+    _scripted.reset()
+    return _scripted
+
+
+@pytest.fixture(autouse=True)
+def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK's own retries still happen; only their back-off sleep is shortened.
+    if MAJOR == "3":
+        import supermemory._base_client as base_client
+
+        monkeypatch.setattr(base_client, "INITIAL_RETRY_DELAY", 0.0)
+    else:
+        import supermemory.core.http_client as http_client
+
+        monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
+
+
+@pytest.fixture
+def memory() -> Iterator[WorkingMemory[Any]]:
+    memory = wm_middleware.instrument()
+    try:
+        yield memory
+    finally:
+        wm_middleware.uninstrument()
+
+
+def summary(result: Any) -> tuple[str, str]:
+    """What a caller saw: ``("raised", error type)`` or ``("returned", value type)``."""
+    kind = "raised" if isinstance(result, BaseException) else "returned"
+    return (kind, type(result).__name__)
+
+
+async def outcome(call: Callable[[], Any]) -> Any:
+    try:
+        return await done(call())
+    except Exception as error:
+        return error
+
+
+# -- one caller: the same outcome and the same requests, plain and instrumented -------------------
+@dataclass(frozen=True)
+class Scenario:
+    answers: tuple[Answer, ...]
+    client: dict[str, Any] = field(default_factory=dict)
+    call: dict[str, Any] = field(default_factory=dict)
+    expect: str = "returned"  # the plain outcome, so a scenario cannot silently test nothing
+    strict: bool | None = None  # 3.x ``_strict_response_validation``; None: the SDK default
+    sent: int = 1  # requests the plain call makes (retries included)
+
+
+SCENARIOS: dict[str, Scenario] = {
+    "a 500 then a 200 is retried": Scenario(
+        (Answer(500, headers=FAST),), {"max_retries": 2}, sent=2
+    ),
+    "retries run out": Scenario(
+        (Answer(500, headers=FAST),) * 3, {"max_retries": 2}, {}, "raised", sent=3
+    ),
+    "a 429 with retry-after is retried": Scenario(
+        (Answer(429, headers={**FAST, "retry-after": "0"}),), {"max_retries": 1}, sent=2
+    ),
+    "a 400 is not retried": Scenario(
+        (Answer(400, {"error": "bad"}),), {"max_retries": 2}, {}, "raised"
+    ),
+    "max_retries=0 raises the first 500": Scenario(
+        (Answer(500, headers=FAST),), {"max_retries": 0}, {}, "raised"
+    ),
+    "a client timeout": Scenario(
+        (Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 0}, {}, "raised"
+    ),
+    "a timeout then a retry": Scenario(
+        (Answer(delay=0.3), Answer(200, ANY_BODY)), {"timeout": 0.1, "max_retries": 1}, sent=2
+    ),
+    "a per-call timeout": Scenario(
+        (Answer(delay=0.3),), {"max_retries": 0}, {"timeout": 0.1}, "raised"
+    ),
+    "a dropped connection": Scenario((Answer(drop=True),), {"max_retries": 0}, {}, "raised"),
+    "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}, sent=2),
+    "per-call extra headers": Scenario((), {}, {"extra_headers": {"x-conformance": "yes"}}),
+}
+if MAJOR == "3":
+    SCENARIOS |= {
+        "an invalid body, strict": Scenario((Answer(200, INVALID),), {}, {}, "raised", True),
+        "an invalid body, loose": Scenario((Answer(200, INVALID),), {}, {}, "returned", False),
+        "a text body, strict": Scenario((Answer(200, text="not json"),), {}, {}, "raised", True),
+        "a text body, loose": Scenario((Answer(200, text="not json"),), {}, {}, "returned", False),
+    }
+
+
+async def _run(
+    scenario: Scenario, upstream: ScriptedServer, mode: str, read: str
+) -> tuple[tuple[str, str], int, list[str | None], list[str | None]]:
+    """The caller's outcome, the requests made, their retry counts and the test header."""
+    path, call = READS[read]
+    upstream.reset()
+    upstream.script(*scenario.answers)
+    options = dict(scenario.client)
+    if scenario.strict is not None:
+        options["_strict_response_validation"] = scenario.strict
+    client = make_client(mode, upstream.base_url, **options)
+    result = await outcome(lambda: call(client, **scenario.call))
+    seen = upstream.requests(path)
+    marks = [request.headers.get("x-conformance") for request in seen]
+    return summary(result), len(seen), upstream.retry_counts(path), marks
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+@pytest.mark.parametrize("read", list(READS))
+async def test_one_caller_sees_what_the_sdk_alone_gives(
+    upstream: ScriptedServer, mode: str, read: str, name: str
+) -> None:
+    scenario = SCENARIOS[name]
+    plain = await _run(scenario, upstream, mode, read)
+    assert plain[0][0] == scenario.expect, plain
+    assert plain[1] == scenario.sent, plain
+    if MAJOR == "3":  # Stainless numbers its attempts
+        assert plain[2] == [str(attempt) for attempt in range(scenario.sent)]
+    if "extra_headers" in scenario.call:
+        assert plain[3] == ["yes"]
+    memory = wm_middleware.instrument()
+    try:
+        cached = await _run(scenario, upstream, mode, read)
+        assert cached == plain
+        # An error is never stored: the next call goes upstream. A value is: the next is a hit.
+        path, call = READS[read]
+        options = {k: v for k, v in scenario.call.items() if k != "timeout"}  # not for a hit
+        again = await outcome(lambda: call(make_client(mode, upstream.base_url), **options))
+        after = len(upstream.requests(path))
+        assert summary(again)[0] == "returned"
+        assert after == cached[1] + (1 if plain[0][0] == "raised" else 0)
+        assert memory.stats().hits == (0 if plain[0][0] == "raised" else 1)
+    finally:
+        wm_middleware.uninstrument()
+
+
+# -- raw and streaming responses: observed, never served from memory ---------------------------
+def _raw(client: Any, read: str) -> Any:
+    _, call = READS[read]
+    return call(client.with_raw_response)
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_raw_responses_reach_upstream_every_time_and_retry_as_plain(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    path, _ = READS[read]
+    client = make_client(mode, upstream.base_url, max_retries=2)
+    upstream.script(Answer(500, headers=FAST))
+    first = await done(_raw(client, read))
+    second = await done(_raw(client, read))
+    assert first.status_code == second.status_code == 200
+    assert len(upstream.requests(path)) == 3  # one retried, one plain, none from memory
+    assert memory.stats().hits == 0
+
+
+@pytest.mark.skipif(MAJOR != "3", reason="3.x streams responses")
+@pytest.mark.parametrize("read", list(READS))
+async def test_streaming_responses_reach_upstream_every_time(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    path, call = READS[read]
+    client = make_client(mode, upstream.base_url)
+    for _ in range(2):
+        if mode == "async":
+            async with call(client.with_streaming_response) as response:
+                assert type(await response.parse()).__name__.endswith("Response")
+        else:
+            with call(client.with_streaming_response) as response:
+                assert type(response.parse()).__name__.endswith("Response")
+    assert len(upstream.requests(path)) == 2
+    assert memory.stats().hits == 0
+
+
+# -- strictness is part of the entry (issue 17, item 2) ------------------------------------------
+@pytest.mark.skipif(MAJOR != "3", reason="5.x models are never validated strictly")
+@pytest.mark.parametrize("body", ["invalid json", "text"])
+@pytest.mark.parametrize("read", list(READS))
+async def test_a_strict_client_is_never_served_what_a_loose_client_accepted(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str, body: str
+) -> None:
+    path, call = READS[read]
+    answer = Answer(200, INVALID) if body == "invalid json" else Answer(200, text="not json")
+    upstream.script(answer, answer)
+    loose = make_client(mode, upstream.base_url, _strict_response_validation=False)
+    strict = make_client(mode, upstream.base_url, _strict_response_validation=True)
+    accepted = await outcome(lambda: call(loose))
+    assert summary(accepted)[0] == "returned"
+    rejected = await outcome(lambda: call(strict))
+    assert summary(rejected) == ("raised", "APIResponseValidationError")
+    assert len(upstream.requests(path)) == 2
+
+
+# -- callers with different options at once (issue 17, item 1) -----------------------------------
+async def _together(
+    mode: str, upstream: ScriptedServer, first: Call, second: Call
+) -> tuple[Any, Any]:
+    """``first`` starts; once upstream has its request, ``second`` starts; both outcomes."""
+    if mode == "async":
+        leader = asyncio.ensure_future(outcome(first))
+        await asyncio.to_thread(upstream.wait_for, 1)
+        follower = await outcome(second)
+        return await leader, follower
+    results: dict[str, Any] = {}
+
+    def run(name: str, call: Call) -> None:
+        try:
+            results[name] = call()
+        except Exception as error:
+            results[name] = error
+
+    thread = threading.Thread(target=run, args=("first", first))
+    thread.start()
+    await asyncio.to_thread(upstream.wait_for, 1)
+    await asyncio.to_thread(run, "second", second)
+    await asyncio.to_thread(thread.join, 10)
+    return results["first"], results["second"]
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_a_caller_with_retries_left_does_not_share_the_error_of_one_without(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    path, call = READS[read]
+    none = make_client(mode, upstream.base_url, max_retries=0)
+    three = make_client(mode, upstream.base_url, max_retries=3)
+    upstream.script(Answer(500, headers=FAST, delay=0.3))
+    failed, succeeded = await _together(mode, upstream, lambda: call(none), lambda: call(three))
+    assert summary(failed) == ("raised", "InternalServerError")
+    assert summary(succeeded)[0] == "returned"
+    assert len(upstream.requests(path)) == 2
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_a_patient_caller_does_not_share_the_timeout_of_an_impatient_one(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    path, call = READS[read]
+    quick = make_client(mode, upstream.base_url, timeout=0.1, max_retries=0)
+    patient = make_client(mode, upstream.base_url, timeout=5, max_retries=0)
+    upstream.script(Answer(delay=0.3))
+    timed_out, answered = await _together(
+        mode, upstream, lambda: call(quick), lambda: call(patient)
+    )
+    assert summary(timed_out) == ("raised", "APITimeoutError")
+    assert summary(answered)[0] == "returned"
+    assert len(upstream.requests(path)) == 2
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_a_per_call_timeout_decides_who_shares_a_flight(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    _, call = READS[read]
+    client = make_client(mode, upstream.base_url, max_retries=0)
+    upstream.script(Answer(delay=0.3))
+    timed_out, answered = await _together(
+        mode, upstream, lambda: call(client, timeout=0.1), lambda: call(client)
+    )
+    assert summary(timed_out) == ("raised", "APITimeoutError")
+    assert summary(answered)[0] == "returned"
+
+
+@pytest.mark.parametrize("read", list(READS))
+async def test_callers_with_the_same_options_still_share_one_request_and_then_the_entry(
+    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+) -> None:
+    path, call = READS[read]
+    one = make_client(mode, upstream.base_url, max_retries=2)
+    other = make_client(mode, upstream.base_url, max_retries=2)
+    upstream.script(Answer(delay=0.3))
+    first, second = await _together(mode, upstream, lambda: call(one), lambda: call(other))
+    assert summary(first)[0] == summary(second)[0] == "returned"
+    assert len(upstream.requests(path)) == 1
+    assert memory.stats().coalesced == 1
+    # The key holds only what changes the value: other retries and timeouts hit the entry.
+    patient = make_client(mode, upstream.base_url, max_retries=5, timeout=30)
+    assert summary(await outcome(lambda: call(patient)))[0] == "returned"
+    assert len(upstream.requests(path)) == 1
+
+
+async def test_a_cancelled_caller_leaves_the_others_their_answer(
+    upstream: ScriptedServer, memory: WorkingMemory[Any]
+) -> None:
+    path, call = next(iter(READS.values()))
+    client = make_client("async", upstream.base_url)
+    upstream.script(Answer(delay=0.3))
+    cancelled = asyncio.ensure_future(done(call(client)))
+    await asyncio.to_thread(upstream.wait_for, 1)
+    waiting = asyncio.ensure_future(done(call(client)))
+    await asyncio.sleep(0.05)
+    cancelled.cancel()
+    assert summary(await waiting)[0] == "returned"
+    with pytest.raises(asyncio.CancelledError):
+        await cancelled
+    assert len(upstream.requests(path)) == 1
+
+
+# -- trio (issue 17, item 3): the 3.x async client runs on anyio ---------------------------------
+@pytest.mark.skipif(MAJOR != "3", reason="the 3.x async client runs on anyio")
+def test_cached_reads_and_writes_under_trio_never_raise(
+    upstream: ScriptedServer, memory: WorkingMemory[Any]
+) -> None:
+    trio = pytest.importorskip("trio")
+    client = make_client("async", upstream.base_url)
+    seen: list[str] = []
+
+    async def main() -> None:
+        for read, (_, call) in READS.items():
+            seen.append(summary(await call(client))[0] + " " + read)
+            seen.append(summary(await call(client))[0] + " " + read)
+        await client.add(content="User now prefers coffee", container_tag=TAG)
+        seen.append(summary(await READS["search.memories"][1](client))[0])
+
+    trio.run(main)
+    assert all(entry.startswith("returned") for entry in seen), seen
+
+
+# -- a plain httpx client behind the caching transport: its timeout is its own too -----------------
+@pytest.mark.skipif(MAJOR != "3", reason="one generation's paths are enough for the transport")
+async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
+    upstream: ScriptedServer,
+) -> None:
+    import httpx
+
+    from wm_middleware import AsyncCachingTransport
+
+    memory: WorkingMemory[Any] = WorkingMemory()
+    headers = {"Authorization": f"Bearer {KEY}"}
+    body = {"q": QUERY, "containerTag": TAG}
+
+    def client(timeout: float) -> httpx.AsyncClient:
+        transport = AsyncCachingTransport(working_memory=memory)
+        return httpx.AsyncClient(
+            base_url=upstream.base_url, headers=headers, transport=transport, timeout=timeout
+        )
+
+    async with client(0.1) as quick, client(5) as patient:
+        upstream.script(Answer(delay=0.3))
+        first = asyncio.ensure_future(outcome(lambda: quick.post("/v4/search", json=body)))
+        await asyncio.to_thread(upstream.wait_for, 1)
+        answered = await outcome(lambda: patient.post("/v4/search", json=body))
+        assert summary(await first) == ("raised", "ReadTimeout")
+        assert summary(answered) == ("returned", "Response")
+        assert answered.status_code == 200
+    assert len(upstream.requests("/v4/search")) == 2

@@ -1,0 +1,154 @@
+"""Tenants, scopes and canonical request text: what keeps one tenant's answer from another.
+
+A tenant is the pair (base URL, API key); only a fingerprint of the key is kept, never the key.
+Within a tenant, a container tag (3.x) or namespace (5.x) is a scope; a write drops the scopes it
+names, or the whole tenant when it names none.
+
+Scopes are plain tuples, because the shared tier writes them to Redis and reads their tenant back
+by position (a ``tuple`` subclass would not be one there). Their three shapes are
+:class:`TenantScope`'s fields, in order:
+
+* ``("tenant", tenant)``: everything of a tenant;
+* ``("tag", tenant, tag)``: reads naming container tag / namespace ``tag``;
+* ``("untagged", tenant)``: reads naming none (they see the default container).
+
+A read also carries its normalised query text as a scope of its own (a plain ``str``), so
+``WorkingMemory.invalidate("that query")`` reaches adapter entries too.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Hashable, Iterable, Mapping
+from typing import Any, Final, Literal, NamedTuple
+
+from .._core import normalise_query
+
+__all__ = [
+    "Tenant",
+    "TenantScope",
+    "canonical",
+    "fingerprint",
+    "read_scopes",
+    "server_of",
+    "tags_in",
+    "tenant_of",
+    "write_scopes",
+]
+
+Tenant = tuple[str, str]
+"""(base URL without trailing slash, fingerprint of the API key)."""
+
+ScopeKind = Literal["tenant", "tag", "untagged"]
+
+
+class TenantScope(NamedTuple):
+    """The typed reading of a scope tuple; :meth:`plain` is the tuple itself, as stored."""
+
+    kind: ScopeKind
+    tenant: Tenant
+    tag: str | None = None
+
+    def plain(self) -> tuple[Hashable, ...]:
+        """The scope as the memory and the shared tier hold it: a plain tuple."""
+        if self.tag is None:
+            return (self.kind, self.tenant)
+        return (self.kind, self.tenant, self.tag)
+
+    @classmethod
+    def parse(cls, scope: object) -> TenantScope | None:
+        """The :class:`TenantScope` a plain scope tuple is, or ``None`` for any other scope."""
+        if type(scope) is not tuple or len(scope) not in (2, 3):
+            return None
+        kind, tenant = scope[0], scope[1]
+        tag = scope[2] if len(scope) == 3 else None
+        if kind not in ("tenant", "tag", "untagged") or (kind == "tag") != (tag is not None):
+            return None
+        if type(tenant) is not tuple or len(tenant) != 2:
+            return None
+        if not all(type(part) is str for part in tenant) or not isinstance(tag, (str, type(None))):
+            return None
+        return cls(kind, (tenant[0], tenant[1]), tag)
+
+
+_FINGERPRINTS: dict[str, str] = {}
+_FINGERPRINTS_MAX: Final = 1024
+NO_KEY: Final = "-"  # the fingerprint of no key at all
+
+
+def fingerprint(api_key: str | None) -> str:
+    """A short, one-way fingerprint of an API key (never the key itself)."""
+    if not api_key:
+        return NO_KEY
+    found = _FINGERPRINTS.get(api_key)
+    if found is None:
+        found = hashlib.sha256(api_key.encode()).hexdigest()[:20]
+        if len(_FINGERPRINTS) > _FINGERPRINTS_MAX:
+            _FINGERPRINTS.clear()
+        _FINGERPRINTS[api_key] = found
+    return found
+
+
+def tenant_of(base_url: object, api_key: str | None) -> Tenant:
+    """The tenant of a request: its base URL without trailing slash, and its key's fingerprint."""
+    return (str(base_url).rstrip("/"), fingerprint(api_key))
+
+
+def server_of(base_url: object) -> tuple[str, int | None]:
+    """``server.address`` and ``server.port`` of a base URL."""
+    import httpx
+
+    try:
+        url = httpx.URL(str(base_url))
+    except Exception:
+        return ("", None)
+    port = url.port
+    if port is None:
+        port = {"https": 443, "http": 80}.get(url.scheme)
+    return (url.host, port)
+
+
+def canonical(value: Any) -> str:
+    """Canonical JSON: sorted keys, no spaces; non-JSON values by ``str``. The one spelling."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def tags_in(body: Mapping[str, Any] | None, *names: str) -> list[str]:
+    """Every container tag named in ``body`` under ``names`` (a str or a list of str each)."""
+    found: list[str] = []
+    if not body:
+        return found
+    for name in names:
+        value = body.get(name)
+        if isinstance(value, str):
+            found.append(value)
+        elif isinstance(value, (list, tuple)):
+            found.extend(v for v in value if isinstance(v, str))
+    return found
+
+
+def read_scopes(
+    tenant: Tenant, tags: Iterable[str], query: str | None = None
+) -> tuple[Hashable, ...]:
+    """Scopes of a read: its tenant, each tag it names (or 'untagged'), and its query."""
+    scopes: list[Hashable] = [TenantScope("tenant", tenant).plain()]
+    tag_list = list(tags)
+    if tag_list:
+        scopes.extend(TenantScope("tag", tenant, tag).plain() for tag in tag_list)
+    else:
+        scopes.append(TenantScope("untagged", tenant).plain())
+    if isinstance(query, str) and query.strip():
+        scopes.append(normalise_query(query))
+    return tuple(scopes)
+
+
+def write_scopes(tenant: Tenant, tags: Iterable[str]) -> tuple[Hashable, ...]:
+    """Scopes a write invalidates: the tags it names plus untagged reads, or the whole tenant."""
+    tag_list = list(tags)
+    if not tag_list:
+        return (TenantScope("tenant", tenant).plain(),)
+    return (
+        TenantScope("untagged", tenant).plain(),
+        *(TenantScope("tag", tenant, tag).plain() for tag in tag_list),
+    )
