@@ -35,7 +35,7 @@ FAST = {"retry-after-ms": "1"}  # both SDKs honour it: retries without a back-of
 # Invalid for every cached model of 3.x when validated strictly.
 INVALID = {"results": "oops", "profile": "oops", "memories": "oops", "timing": "x", "total": 0}
 
-# A loose (default) client takes it for every cached model, at once: no forwarding under a 0.1 s
+# A loose (default) client takes it for every cached model, at once: no forwarding under a short
 # timeout that a loaded machine could miss.
 ANY_BODY = {"results": [], "timing": 1, "total": 0, "memories": [], "profile": {}}
 
@@ -72,6 +72,11 @@ def _reads() -> dict[str, tuple[str, Call]]:
 
 
 READS = _reads()
+
+# A timeout the slow answer always outlasts, long enough that a loaded machine still sends the
+# request (and the server sees it) before the client gives up.
+IMPATIENT = 0.25
+SLOW = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -151,13 +156,15 @@ SCENARIOS: dict[str, Scenario] = {
         (Answer(500, headers=FAST),), {"max_retries": 0}, {}, "raised"
     ),
     "a client timeout": Scenario(
-        (Answer(delay=0.3),), {"timeout": 0.1, "max_retries": 0}, {}, "raised"
+        (Answer(delay=SLOW),), {"timeout": IMPATIENT, "max_retries": 0}, {}, "raised"
     ),
     "a timeout then a retry": Scenario(
-        (Answer(delay=0.3), Answer(200, ANY_BODY)), {"timeout": 0.1, "max_retries": 1}, sent=2
+        (Answer(delay=SLOW), Answer(200, ANY_BODY)),
+        {"timeout": IMPATIENT, "max_retries": 1},
+        sent=2,
     ),
     "a per-call timeout": Scenario(
-        (Answer(delay=0.3),), {"max_retries": 0}, {"timeout": 0.1}, "raised"
+        (Answer(delay=SLOW),), {"max_retries": 0}, {"timeout": IMPATIENT}, "raised"
     ),
     "a dropped connection": Scenario((Answer(drop=True),), {"max_retries": 0}, {}, "raised"),
     "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}, sent=2),
@@ -308,7 +315,7 @@ async def test_a_caller_with_retries_left_does_not_share_the_error_of_one_withou
     path, call = READS[read]
     none = make_client(mode, upstream.base_url, max_retries=0)
     three = make_client(mode, upstream.base_url, max_retries=3)
-    upstream.script(Answer(500, headers=FAST, delay=0.3))
+    upstream.script(Answer(500, headers=FAST, delay=SLOW))
     failed, succeeded = await _together(mode, upstream, lambda: call(none), lambda: call(three))
     assert summary(failed) == ("raised", "InternalServerError")
     assert summary(succeeded)[0] == "returned"
@@ -320,9 +327,9 @@ async def test_a_patient_caller_does_not_share_the_timeout_of_an_impatient_one(
     upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
 ) -> None:
     path, call = READS[read]
-    quick = make_client(mode, upstream.base_url, timeout=0.1, max_retries=0)
+    quick = make_client(mode, upstream.base_url, timeout=IMPATIENT, max_retries=0)
     patient = make_client(mode, upstream.base_url, timeout=5, max_retries=0)
-    upstream.script(Answer(delay=0.3))
+    upstream.script(Answer(delay=SLOW))
     timed_out, answered = await _together(
         mode, upstream, lambda: call(quick), lambda: call(patient)
     )
@@ -337,9 +344,9 @@ async def test_a_per_call_timeout_decides_who_shares_a_flight(
 ) -> None:
     _, call = READS[read]
     client = make_client(mode, upstream.base_url, max_retries=0)
-    upstream.script(Answer(delay=0.3))
+    upstream.script(Answer(delay=SLOW))
     timed_out, answered = await _together(
-        mode, upstream, lambda: call(client, timeout=0.1), lambda: call(client)
+        mode, upstream, lambda: call(client, timeout=IMPATIENT), lambda: call(client)
     )
     assert summary(timed_out) == ("raised", "APITimeoutError")
     assert summary(answered)[0] == "returned"
@@ -352,7 +359,7 @@ async def test_callers_with_the_same_options_still_share_one_request_and_then_th
     path, call = READS[read]
     one = make_client(mode, upstream.base_url, max_retries=2)
     other = make_client(mode, upstream.base_url, max_retries=2)
-    upstream.script(Answer(delay=0.3))
+    upstream.script(Answer(delay=SLOW))
     first, second = await _together(mode, upstream, lambda: call(one), lambda: call(other))
     assert summary(first)[0] == summary(second)[0] == "returned"
     assert len(upstream.requests(path)) == 1
@@ -368,7 +375,7 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer(
 ) -> None:
     path, call = next(iter(READS.values()))
     client = make_client("async", upstream.base_url)
-    upstream.script(Answer(delay=0.3))
+    upstream.script(Answer(delay=SLOW))
     cancelled = asyncio.ensure_future(done(call(client)))
     await asyncio.to_thread(upstream.wait_for, 1)
     waiting = asyncio.ensure_future(done(call(client)))
@@ -419,8 +426,8 @@ async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
             base_url=upstream.base_url, headers=headers, transport=transport, timeout=timeout
         )
 
-    async with client(0.1) as quick, client(5) as patient:
-        upstream.script(Answer(delay=0.3))
+    async with client(IMPATIENT) as quick, client(5) as patient:
+        upstream.script(Answer(delay=SLOW))
         first = asyncio.ensure_future(outcome(lambda: quick.post("/v4/search", json=body)))
         await asyncio.to_thread(upstream.wait_for, 1)
         answered = await outcome(lambda: patient.post("/v4/search", json=body))

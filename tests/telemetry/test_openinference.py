@@ -7,6 +7,9 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -112,22 +115,43 @@ def test_the_environment_variable_switches_it_on_and_a_bad_value_is_named(
         Telemetry(otel.tracer_provider)
 
 
+# The HTTP instrumentation reads OTEL_SEMCONV_STABILITY_OPT_IN once per process: the demo runs
+# in a fresh interpreter, as it does from the command line, so earlier tests cannot decide it.
+_DEMO_SPANS = """
+import asyncio, json
+from wm_middleware.demo.runner import DemoOptions, run_demo
+
+result = asyncio.run(run_demo(DemoOptions(turns=1, latency_ms=1.0)))
+print(json.dumps([
+    {
+        "service": run.service_name,
+        "projects": sorted({str(s.resource.attributes.get("openinference.project.name"))
+                            for s in run.spans}),
+        "stable": sum("http.request.method" in (s.attributes or {}) for s in run.spans),
+        "old": sum("http.method" in (s.attributes or {}) for s in run.spans),
+    }
+    for run in (result.uncached, result.cached)
+]))
+"""
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None,
     reason="the demo needs supermemory 3.x and supermemory-openai-sdk",
 )
 def test_the_demo_names_its_two_deployments_and_uses_stable_http_names() -> None:
-    from wm_middleware.demo.runner import DemoOptions, run_demo
-
-    result = asyncio.run(run_demo(DemoOptions(turns=1, latency_ms=1.0)))
-    projects = set()
-    for run in (result.uncached, result.cached):
-        resources = {
-            span.resource.attributes.get("openinference.project.name") for span in run.spans
-        }
-        assert resources == {run.service_name}
-        projects |= resources
-        http = [s for s in run.spans if "http.request.method" in (s.attributes or {})]
-        assert http, "no httpx span with the stable HTTP attribute names"
-        assert not [s for s in run.spans if "http.method" in (s.attributes or {})]
-    assert projects == {"agent-uncached", "agent-cached"}
+    env = {k: v for k, v in os.environ.items() if k != "OTEL_SEMCONV_STABILITY_OPT_IN"}
+    done = subprocess.run(
+        [sys.executable, "-c", _DEMO_SPANS],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        check=True,
+    )
+    runs = json.loads(done.stdout.strip().splitlines()[-1])
+    assert [run["projects"] for run in runs] == [["agent-uncached"], ["agent-cached"]]
+    for run in runs:
+        assert run["projects"] == [run["service"]]
+        assert run["stable"] > 0, "no httpx span with the stable HTTP attribute names"
+        assert run["old"] == 0
