@@ -68,6 +68,7 @@ def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
     sink = Sink()
     listener.bind(sink)
     wait_until(lambda: listener.subscribed)
+    listener.load(KEY, SCOPES, 60.0, lambda: "held here")  # messages name digests it knows
     writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     writer.invalidate(scopes=[TENANT])
     wait_until(lambda: sink.drops)
