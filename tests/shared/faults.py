@@ -85,7 +85,10 @@ class Proxy:
             with self._lock:
                 self._pairs.append((client, upstream))
             for source, sink, back in ((client, upstream, False), (upstream, client, True)):
-                source.settimeout(_POLL)
+                try:
+                    source.settimeout(_POLL)
+                except OSError:  # cut meanwhile
+                    continue
                 threading.Thread(
                     target=self._pump, args=(source, sink, back), name="test-proxy", daemon=True
                 ).start()

@@ -52,6 +52,10 @@ class _Process:
     """Everything that must not cross a fork: connections, locks, the subscriber."""
 
     def __init__(self, tier: RedisTier) -> None:
+        self._endpoint = tier._endpoint
+        self._timeout = tier._op_timeout
+        # A blocked BLMOVE lasts up to the lease: its socket must wait longer.
+        self._blocking_timeout = tier._lease + tier._op_timeout
         self.pid = os.getpid()
         self.lock = threading.Lock()
         self.sync: Conns | None = None
@@ -64,6 +68,36 @@ class _Process:
             tier._health,
             _weak_call(tier._replay),
         )
+
+    def sync_conns(self) -> Conns:
+        conns = self.sync
+        if conns is None:
+            with self.lock:
+                conns = self.sync
+                if conns is None:
+                    conns = self.sync = Conns(
+                        sync_client(self._endpoint, self._timeout, self._timeout),
+                        sync_client(self._endpoint, self._blocking_timeout, self._timeout),
+                    )
+        return conns
+
+    def loop_conns(self) -> Conns:
+        """The running event loop's own connections (asyncio clients are bound to a loop)."""
+        loop = asyncio.get_running_loop()
+        found = self.loops.get(id(loop))
+        if found is not None and found[0]() is loop:
+            return found[1]
+        with self.lock:
+            for ident, (ref, _) in list(self.loops.items()):
+                alive = ref()
+                if alive is None or alive.is_closed():
+                    del self.loops[ident]
+            conns = Conns(
+                async_client(self._endpoint, self._timeout, self._timeout),
+                async_client(self._endpoint, self._blocking_timeout, self._timeout),
+            )
+            self.loops[id(loop)] = (weakref.ref(loop), conns)
+        return conns
 
     def close(self, wait: float) -> None:
         self.subscriber.stop(wait)
@@ -233,7 +267,7 @@ class RedisTier:
         call = self._begin(key, scopes, ttl, codec)
         if call is None:
             return TierResult(fetch(), "fetched")
-        conns = self._sync_conns(self._proc())
+        conns = self._proc().sync_conns()
         action = call.start(time.perf_counter())
         while not isinstance(action, Done):
             if isinstance(action, Fetch):
@@ -241,13 +275,13 @@ class RedisTier:
                 try:
                     value = fetch()
                 except BaseException:
-                    self._quietly(conns, call.abandoned())
+                    _quietly(conns, call.abandoned(), self._accounts)
                     raise
                 action = call.fetched(value, time.perf_counter() - started)
                 continue
             started = time.perf_counter()
             try:
-                reply = self._exchange(conns, action)
+                reply = _exchange(conns, action)
             except _TIER_ERRORS as error:
                 action = call.failed(error, started)
             else:
@@ -266,7 +300,7 @@ class RedisTier:
         call = self._begin(key, scopes, ttl, codec)
         if call is None:
             return TierResult(await fetch(), "fetched")
-        conns = self._loop_conns(self._proc())
+        conns = self._proc().loop_conns()
         action = call.start(time.perf_counter())
         while not isinstance(action, Done):
             if isinstance(action, Fetch):
@@ -274,13 +308,13 @@ class RedisTier:
                 try:
                     value = await fetch()
                 except BaseException:
-                    await self._aquietly(conns, call.abandoned())
+                    await _aquietly(conns, call.abandoned(), self._accounts)
                     raise
                 action = call.fetched(value, time.perf_counter() - started)
                 continue
             started = time.perf_counter()
             try:
-                reply = await self._aexchange(conns, action)
+                reply = await _aexchange(conns, action)
             except _TIER_ERRORS as error:
                 action = call.failed(error, started)
             else:
@@ -330,36 +364,6 @@ class RedisTier:
             f"breaker={self.breaker_state})"
         )
 
-    # -- the drivers' I/O ------------------------------------------------------------------------
-    def _exchange(self, conns: Conns, action: Run | Block) -> Any:
-        if isinstance(action, Block):
-            return conns.blocking.blmove(
-                action.signal, action.signal, action.seconds, "RIGHT", "LEFT"
-            )
-        return run(conns.main, action)
-
-    async def _aexchange(self, conns: Conns, action: Run | Block) -> Any:
-        if isinstance(action, Block):
-            signal = action.signal
-            return await conns.blocking.blmove(signal, signal, action.seconds, "RIGHT", "LEFT")
-        return await arun(conns.main, action)
-
-    def _quietly(self, conns: Conns, step: Run | None) -> None:
-        started = time.perf_counter()
-        try:
-            if step is not None:
-                run(conns.main, step)
-        except _TIER_ERRORS as error:
-            self._accounts.failed(started, error)
-
-    async def _aquietly(self, conns: Conns, step: Run | None) -> None:
-        started = time.perf_counter()
-        try:
-            if step is not None:
-                await arun(conns.main, step)
-        except _TIER_ERRORS as error:
-            self._accounts.failed(started, error)
-
     def _replay(self) -> None:
         """Deliver pending invalidations now, if the breaker lets us (sync, on any thread; one
         thread at a time, so a message is not published twice by two threads)."""
@@ -379,7 +383,7 @@ class RedisTier:
         if flush is None:
             self._breaker.succeeded()  # delivered meanwhile by another thread
             return
-        conns = self._sync_conns(self._proc())
+        conns = self._proc().sync_conns()
         step: Run | None = flush.start()
         while step is not None:
             started = time.perf_counter()
@@ -425,37 +429,38 @@ class RedisTier:
                     process.subscriber.start()
         return process
 
-    def _sync_conns(self, process: _Process) -> Conns:
-        conns = process.sync
-        if conns is None:
-            with process.lock:
-                conns = process.sync
-                if conns is None:
-                    conns = process.sync = Conns(
-                        sync_client(self._endpoint, self._op_timeout, self._op_timeout),
-                        # A blocked BLMOVE lasts up to the lease: its socket must wait longer.
-                        sync_client(
-                            self._endpoint, self._lease + self._op_timeout, self._op_timeout
-                        ),
-                    )
-        return conns
 
-    def _loop_conns(self, process: _Process) -> Conns:
-        loop = asyncio.get_running_loop()
-        found = process.loops.get(id(loop))
-        if found is not None and found[0]() is loop:
-            return found[1]
-        with process.lock:
-            for ident, (ref, _) in list(process.loops.items()):
-                alive = ref()
-                if alive is None or alive.is_closed():
-                    del process.loops[ident]
-            conns = Conns(
-                async_client(self._endpoint, self._op_timeout, self._op_timeout),
-                async_client(self._endpoint, self._lease + self._op_timeout, self._op_timeout),
-            )
-            process.loops[id(loop)] = (weakref.ref(loop), conns)
-        return conns
+def _exchange(conns: Conns, action: Run | Block) -> Any:
+    if isinstance(action, Block):
+        signal = action.signal
+        return conns.blocking.blmove(signal, signal, action.seconds, "RIGHT", "LEFT")
+    return run(conns.main, action)
+
+
+async def _aexchange(conns: Conns, action: Run | Block) -> Any:
+    if isinstance(action, Block):
+        signal = action.signal
+        return await conns.blocking.blmove(signal, signal, action.seconds, "RIGHT", "LEFT")
+    return await arun(conns.main, action)
+
+
+def _quietly(conns: Conns, step: Run | None, accounts: _Accounts) -> None:
+    """Send ``step`` (a release after a failed fetch); a tier error is only counted."""
+    started = time.perf_counter()
+    try:
+        if step is not None:
+            run(conns.main, step)
+    except _TIER_ERRORS as error:
+        accounts.failed(started, error)
+
+
+async def _aquietly(conns: Conns, step: Run | None, accounts: _Accounts) -> None:
+    started = time.perf_counter()
+    try:
+        if step is not None:
+            await arun(conns.main, step)
+    except _TIER_ERRORS as error:
+        accounts.failed(started, error)
 
 
 # Guards the creation of a tier's per-process state; a forked child gets a fresh one.
