@@ -32,6 +32,7 @@ import hashlib
 import hmac
 import math
 import secrets
+import threading
 import time
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
@@ -258,27 +259,34 @@ def _digests(items: Iterable[Hashable]) -> list[str]:
 
 class Pending:
     """Invalidations this process could not deliver yet, oldest first; bounded by collapsing into
-    one ``clear`` (which covers every key) when full. Guarded by the GIL: list operations only."""
+    one ``clear`` (which covers every key) when full."""
 
     def __init__(self, limit: int = PENDING_MAX) -> None:
         self._items: list[Invalidation] = []
         self._limit = limit
+        self._lock = threading.Lock()
+
+    def after_fork(self) -> None:
+        self._lock = threading.Lock()
 
     def __len__(self) -> int:
         return len(self._items)
 
     def add(self, item: Invalidation) -> None:
-        if len(self._items) >= self._limit:
-            self._items = [CLEAR]
-        elif CLEAR not in self._items:
-            self._items.append(item)
+        with self._lock:
+            if len(self._items) >= self._limit:
+                self._items = [CLEAR]
+            elif CLEAR not in self._items:
+                self._items.append(item)
 
     def snapshot(self) -> tuple[Invalidation, ...]:
-        return tuple(self._items)
+        with self._lock:
+            return tuple(self._items)
 
     def remove(self, done: Iterable[Invalidation]) -> None:
         gone = {id(item) for item in done}
-        self._items = [item for item in self._items if id(item) not in gone]
+        with self._lock:
+            self._items = [item for item in self._items if id(item) not in gone]
 
 
 @dataclass(slots=True)

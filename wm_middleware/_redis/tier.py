@@ -130,6 +130,7 @@ class _Accounts:
         self._breaker = breaker
         self._lock = threading.Lock()
         self.replaying = threading.Lock()
+        self.pending.after_fork()
         self._registered = {}
 
     def succeeded(self) -> None:
@@ -502,10 +503,14 @@ def _close_on_loop(loop: asyncio.AbstractEventLoop | None, conns: Conns, wait: f
         task = loop.create_task(_aclose_conns(conns))
         _CLOSING.add(task)
         task.add_done_callback(_CLOSING.discard)
-    elif loop.is_running():
-        asyncio.run_coroutine_threadsafe(_aclose_conns(conns), loop).result(wait)
-    else:
-        loop.run_until_complete(_aclose_conns(conns))
+        return
+    try:
+        if loop.is_running():  # on another thread
+            asyncio.run_coroutine_threadsafe(_aclose_conns(conns), loop).result(wait)
+        else:
+            loop.run_until_complete(_aclose_conns(conns))
+    except Exception:
+        pass  # closing never fails the caller
 
 
 async def _aclose_conns(conns: Conns) -> None:
