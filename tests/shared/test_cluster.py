@@ -71,5 +71,8 @@ def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
     listener.load(KEY, SCOPES, 60.0, lambda: "held here")  # messages name digests it knows
     writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     writer.invalidate(scopes=[TENANT])
-    wait_until(lambda: sink.drops)
-    assert sink.drops == [(frozenset(), frozenset({TENANT}), False)]
+    # (drops of everything, from a subscriber that lost its connection on a busy machine, are
+    # legitimate and left out)
+    named = lambda: [d for d in sink.drops if not d[2]]  # noqa: E731
+    wait_until(named)
+    assert named() == [(frozenset(), frozenset({TENANT}), False)]
