@@ -172,6 +172,17 @@ def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -
     assert tier.errors == 1
 
 
+def test_a_slow_link_is_served_and_a_stalled_one_bounded(proxy: Proxy) -> None:
+    tier = RedisTier(proxy.url, op_timeout=0.5, breaker_errors=100)
+    assert tier.load("q", (), 600.0, lambda: [1]).outcome == "fetched"
+    proxy.latency = 0.03  # 30 ms each way: slower, still within op_timeout
+    assert tier.load("q", (), 600.0, lambda: [2]).outcome == "shared_hit"
+    proxy.stalled = True  # a partition that drops packets: the connection stays open
+    stalled = InThread(lambda: tier.load("q", (), 600.0, lambda: [3]))
+    assert stalled.join().outcome == "fetched"
+    assert tier.errors == 1
+
+
 # -- 5. a dead leader is replaced by one waiter, the others wait for it -----------------------
 
 
