@@ -44,6 +44,7 @@ from .health import unreachable
 from .scripts import GET_OR_LEASE, REGISTER, STORE, Run
 
 __all__ = [
+    "CLEAR",
     "FETCH",
     "Block",
     "Done",
@@ -56,6 +57,7 @@ __all__ = [
     "Pending",
     "Plan",
     "SharedOutcome",
+    "Values",
     "scope_tenant",
 ]
 
