@@ -16,7 +16,7 @@ from collections import OrderedDict
 from collections.abc import Hashable
 from typing import Any, Final
 
-from .._tier import InvalidationSink
+from .._core import InvalidationSink
 from .protocol import Plan
 
 __all__ = ["Memories"]

@@ -38,7 +38,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
-from .._tier import SharedCodec, TierResult
+from .._core import SharedCodec, TierResult
 from .encoding import canonical_key, digest, dump
 from .health import unreachable
 from .scripts import GET_OR_LEASE, REGISTER, STORE, Run

@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 from redis.exceptions import RedisError
 
-from .._tier import InvalidationSink, SharedCodec, TierResult
+from .._core import InvalidationSink, SharedCodec, TierResult
 from .breaker import Breaker
 from .connections import Conns, aclose_client, async_client, close_client, endpoint_of, sync_client
 from .encoding import json_encode
