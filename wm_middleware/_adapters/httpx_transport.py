@@ -125,7 +125,9 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        follow = None if route.deletes else _follow(route.generation, route.template, request, origin)
+        follow = (
+            None if route.deletes else _follow(route.generation, route.template, request, origin)
+        )
         return Write(
             route.operation,
             scopes,
