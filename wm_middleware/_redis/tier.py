@@ -22,7 +22,15 @@ from redis.exceptions import RedisError
 
 from .._core import InvalidationSink, SharedCodec, TierResult
 from .breaker import Breaker
-from .connections import Conns, aclose_client, async_client, close_client, endpoint_of, sync_client
+from .connections import (
+    Conns,
+    Endpoint,
+    aclose_client,
+    async_client,
+    close_client,
+    endpoint_of,
+    sync_client,
+)
 from .encoding import json_encode
 from .health import Health
 from .memories import Memories
@@ -241,6 +249,21 @@ class RedisTier:
     def breaker_state(self) -> Literal["closed", "open", "half_open"]:
         """The circuit breaker: ``closed`` (tier in use), ``open`` (skipped), ``half_open``."""
         return self._breaker.state
+
+    @property
+    def endpoint(self) -> Endpoint:
+        """Where the tier's server is (credentials kept, shown masked)."""
+        return self._endpoint
+
+    @property
+    def namespace(self) -> str:
+        """The prefix of every key and channel of this tier."""
+        return self._namespace
+
+    @property
+    def op_timeout(self) -> float:
+        """The bound, in seconds, of every operation on the server."""
+        return self._op_timeout
 
     @property
     def subscribed(self) -> bool:
