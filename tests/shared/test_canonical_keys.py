@@ -6,12 +6,15 @@ import os
 import subprocess
 import sys
 from collections.abc import Hashable
+from typing import NamedTuple
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from wm_middleware._core import make_key
 from wm_middleware._redis.encoding import canonical_key, key_from_canonical
+from wm_middleware._redis.protocol import scope_tenant
 
 atoms = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)
@@ -59,3 +62,31 @@ def test_canonical_keys_do_not_depend_on_the_hash_seed() -> None:
 def test_true_and_one_are_different_keys() -> None:
     assert canonical_key(("limit", True)) != canonical_key(("limit", 1))
     assert canonical_key(("limit", 1.0)) != canonical_key(("limit", 1))
+
+
+class TenantScope(NamedTuple):
+    """The shape the adapters' scopes may take as a NamedTuple (same positions as the tuple)."""
+
+    kind: str
+    tenant: tuple[str, str]
+
+
+@pytest.mark.parametrize(
+    ("scope", "tenant"),
+    [
+        (("tenant", ("https://x", "fp")), ("https://x", "fp")),
+        (("tag", ("https://x", "fp"), "user-1"), ("https://x", "fp")),
+        (("untagged", ("https://x", "fp")), ("https://x", "fp")),
+        (TenantScope("tenant", ("https://x", "fp")), ("https://x", "fp")),
+        ("a normalised query", None),
+        (("tag", "not a tenant", "user-1"), None),
+        (("other", ("https://x", "fp")), None),
+    ],
+)
+def test_scope_tenant_reads_every_scope_shape_by_position(scope: Hashable, tenant: object) -> None:
+    assert scope_tenant(scope) == tenant
+
+
+def test_a_named_tuple_scope_names_the_same_redis_key_as_its_tuple() -> None:
+    named = TenantScope("tenant", ("https://x", "fp"))
+    assert canonical_key(named) == canonical_key(("tenant", ("https://x", "fp")))

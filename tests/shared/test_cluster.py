@@ -12,7 +12,7 @@ import redis.cluster
 from wm_middleware import RedisTier
 
 from .conftest import Sink, wait_until
-from .servers import Cluster
+from .servers import Cluster, Server
 
 TENANT = ("tenant", ("https://api.supermemory.ai", "fp-a"))
 SCOPES = (TENANT, ("tag", TENANT[1], "user-1"), "prefs")
@@ -68,7 +68,39 @@ def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
     sink = Sink()
     listener.bind(sink)
     wait_until(lambda: listener.subscribed)
+    listener.load(KEY, SCOPES, 60.0, lambda: "held here")  # messages name digests it knows
     writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     writer.invalidate(scopes=[TENANT])
-    wait_until(lambda: sink.drops)
-    assert sink.drops == [(frozenset(), frozenset({TENANT}), False)]
+    # (drops of everything, from a subscriber that lost its connection on a busy machine, are
+    # legitimate and left out)
+    named = lambda: [d for d in sink.drops if not d[2]]  # noqa: E731
+    wait_until(named)
+    assert named() == [(frozenset(), frozenset({TENANT}), False)]
+
+
+def _ask(node: Server, *args: object) -> object:
+    return node.client().execute_command(*args)
+
+
+def test_a_tenant_slot_migrated_to_another_node_keeps_serving(
+    cluster: Cluster, cluster_client: redis.cluster.RedisCluster
+) -> None:
+    tier = RedisTier(cluster_client)
+    assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 1}).outcome == "fetched"
+    (slot,) = [
+        s for s, names in slots_in_use(cluster_client).items() if any(b":e:" in n for n in names)
+    ]
+    source = next(n for n in cluster.nodes if _ask(n, "CLUSTER", "COUNTKEYSINSLOT", slot))
+    target = next(n for n in cluster.nodes if n is not source)
+    source_id, target_id = (str(_ask(n, "CLUSTER", "MYID"), "utf-8") for n in (source, target))
+    _ask(target, "CLUSTER", "SETSLOT", slot, "IMPORTING", source_id)
+    _ask(source, "CLUSTER", "SETSLOT", slot, "MIGRATING", target_id)
+    names = _ask(source, "CLUSTER", "GETKEYSINSLOT", slot, 1000)
+    assert isinstance(names, list)
+    _ask(source, "MIGRATE", "127.0.0.1", target.port, "", 0, 5000, "KEYS", *names)
+    for node in cluster.nodes:
+        _ask(node, "CLUSTER", "SETSLOT", slot, "NODE", target_id)
+    wait_until(lambda: all(_ask(n, "CLUSTER", "COUNTKEYSINSLOT", slot) == 0 for n in (source,)))
+    assert tier.load(KEY, SCOPES, 60.0, dict).value == {"r": 1}  # the entry moved with its slot
+    tier.invalidate(scopes=[("tag", TENANT[1], "user-1")])
+    assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 2}).value == {"r": 2}

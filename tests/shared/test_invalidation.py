@@ -29,7 +29,8 @@ def key_of(tenant: tuple[str, Any], query: str) -> tuple[Any, ...]:
 def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> None:
     ready = SPAWN.Event()
     drops = SPAWN.Queue()
-    listener = SPAWN.Process(target=workers.listen, args=(redis_url, ready, drops, 3.0))
+    loads = [(key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q"))]
+    listener = SPAWN.Process(target=workers.listen, args=(redis_url, loads, ready, drops, 3.0))
     listener.start()
     try:
         assert ready.wait(30)
@@ -39,10 +40,26 @@ def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> No
         assert keys == [repr(key_of(TENANT_A, "q"))]
         assert scopes == [repr(("tag", TENANT_A[1], "user-1"))]
         assert everything is False
+        tier.invalidate(keys=[key_of(TENANT_A, "never loaded there")])  # nothing to drop there
         tier.clear()
         assert drops.get(timeout=5) == ([], [], True)
     finally:
         listener.join(10)
+
+
+def test_invalidation_messages_name_digests_each_process_maps_to_its_own_entries(
+    redis_url: str,
+) -> None:
+    here, there = RedisTier(redis_url), RedisTier(redis_url)
+    sink = Sink()
+    there.bind(sink)
+    wait_until(lambda: there.subscribed)
+    key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
+    there.load(key, scopes, 60.0, lambda: "v")
+    here.invalidate(keys=[key_of(TENANT_A, "other")], scopes=[("tag", TENANT_A[1], "user-2")])
+    here.invalidate(scopes=[("tag", TENANT_A[1], "user-1")])
+    wait_until(lambda: sink.drops)
+    assert sink.drops == [(frozenset(), frozenset({("tag", TENANT_A[1], "user-1")}), False)]
 
 
 @pytest.mark.parametrize(

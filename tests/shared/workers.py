@@ -51,7 +51,8 @@ def herd(
     url: str, key: str, callers: int, seconds: float, mode: str, barrier: Any, out: Any
 ) -> None:
     """``callers`` concurrent loads of ``key`` in this process; puts their outcomes on ``out``."""
-    tier = RedisTier(url, lease=10.0)
+    # op_timeout 1 s: on a busy machine ten connections may take longer than the default to open
+    tier = RedisTier(url, lease=10.0, op_timeout=1.0)
     fetch, afetch = _fetchers(url, {"v": key}, seconds)
     barrier.wait()
     results = _crowd(
@@ -70,9 +71,12 @@ def hold_lease(url: str, key: str, lease: float) -> None:
     tier.load(key, (), 30.0, lambda: counted_fetch(url, "never", 3600))
 
 
-def listen(url: str, ready: Any, out: Any, seconds: float) -> None:
-    """Bind a recording sink and put every ``drop_local`` call on ``out`` for ``seconds``."""
+def listen(url: str, loads: Any, ready: Any, out: Any, seconds: float) -> None:
+    """Load each ``(key, scopes)`` of ``loads`` (so this process holds them), bind a recording
+    sink and put every ``drop_local`` call on ``out`` for ``seconds``."""
     tier = RedisTier(url)
+    for key, scopes in loads:
+        tier.load(key, scopes, 60.0, lambda: "held here")
 
     class Sink:
         def drop_local(self, *, keys: Any = (), scopes: Any = (), everything: bool = False) -> int:
@@ -95,7 +99,7 @@ def memory_herd(
     memory's statistics on ``out``."""
     from wm_middleware import WorkingMemory
 
-    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=10.0))
+    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=10.0, op_timeout=1.0))
     fetch, afetch = _fetchers(url, {"q": query}, seconds)
     barrier.wait()
     results = _crowd(

@@ -11,28 +11,43 @@ process's L1. How, in one place:
 * **Generations.** Every scope of an entry, the entry's own key and the tenant as a whole have a
   generation token: a random string, never a counter (a counter evicted and recreated at 1 would
   revive old entries). An entry records the tokens it was fetched under; a missing token is a
-  mismatch, so eviction can only cause a miss, never a stale hit. Invalidation replaces tokens
-  (``SET ... XX KEEPTTL``) and publishes; nothing is scanned or deleted, old entries expire.
+  mismatch, so eviction can only cause a miss, never a stale hit. Invalidation deletes tokens
+  (``DEL`` needs no memory, so it works on a full ``noeviction`` server; the next read makes a
+  new random one) and publishes, whatever the delete did; nothing is scanned, old entries expire.
+  An invalidation that cannot reach Redis stays pending in the process (bounded: past 1024 they
+  collapse into one ``clear``) and is replayed on the next successful contact, before the process
+  serves anything from Redis again. What remains: a process that dies holding pending
+  invalidations takes them with it (its peers keep the old entries until their ttl).
+* **The protocol** of a call is written once, without I/O, in :mod:`.protocol`; ``tier.py`` holds
+  a sync and an async driver that carry its steps out.
 * **Single-flight across processes.** One script call, ``get-or-lease``, answers HIT (an entry
   whose tokens still match), LEASE (``SET NX PX``: this process fetches) or WAIT (someone else
   holds the lease). The leader stores with a compare-and-set script that refuses when any token
   changed since its lease (an invalidation happened during the fetch), then deletes its lease and
-  pushes a wake-up on a signal list named after the lease, which lives 1 s. On an error the
-  leader releases and signals at once. Waiters block on ``BLMOVE signal signal`` (the element
-  stays, so every waiter wakes) on connections of their own; they never poll. A dead leader's
-  lease expires and a waiter takes it over; past ``lease`` seconds of waiting a caller fetches
-  itself.
-* **Sick Redis.** No client retries, ``op_timeout`` on connect and every socket operation, and a
-  circuit breaker: after ``breaker_errors`` consecutive failures calls skip the tier for
-  ``breaker_cooldown`` seconds, then one call probes. A tier failure is counted in ``errors`` and
-  the fetch runs directly: a call never fails because of the tier.
+  pushes a wake-up on a signal list named after the lease, which lives 1 s, even when the server
+  refuses the entry for memory. On a fetch error or a store that fails on the wire the leader
+  releases and signals at once. Waiters block on ``BLMOVE signal signal`` (the element stays, so
+  every waiter wakes) on connections of their own; they never poll (a lease whose TTL was
+  removed by hand is given one back). A dead leader's lease expires and exactly one waiter takes
+  it over; the others wait for that one. Past two leases of waiting in all a caller fetches
+  itself. An entry carries its own expiry and is never served past it, whatever its TTL in Redis
+  says; one that does not decode is a miss that leases and stores over it.
+* **Sick Redis.** No retries (one immediate retry on a connection the server closed), a deadline
+  of ``op_timeout`` on connecting and on each whole command, however slowly its reply trickles
+  in, and a circuit breaker: after ``breaker_errors`` consecutive failures calls skip the tier
+  for ``breaker_cooldown`` seconds, then one call probes. A tier failure is counted in ``errors``
+  and the fetch runs directly: a call never fails because of the tier. One WARNING (logger
+  ``wm_middleware.shared``) says when the server cannot be reached, one INFO when it is back.
+  Credentials never appear in an error, a repr or a log line.
 * **Invalidation delivery.** One subscriber thread per process listens on the namespace's
-  channel (plain ``PUBLISH``, which a Cluster relays to every node) and drops matching L1 entries
-  through ``drop_local``. It pings every 0.1 s; a connection lost (or silent for 0.4 s) makes it
-  clear the bound memories, again once it is back, and until then values from the shared tier
-  are returned but not kept in L1.
+  channel (plain ``PUBLISH``, which a Cluster relays to every node). Messages carry digests only,
+  never query text or parameters; each process maps them to the keys and scopes it loaded and
+  drops those L1 entries through ``drop_local``. It pings every 0.1 s; a connection lost (or
+  silent for 0.4 s) makes it clear the bound memories, again once it is back, and until then
+  values from the shared tier are returned but not kept in L1.
 * **Processes, threads, loops.** Connections, the subscriber and locks are made lazily in the
-  process that uses them (a pid change resets them: gunicorn and Celery fork after import). Sync
+  process that uses them (a pid change resets them: gunicorn and Celery fork after import);
+  ``close()`` or ``with RedisTier(url) as tier:`` releases them. Sync
   calls share one pool; each event loop gets its own asyncio clients (measured: a shared hit
   106 us p50 that way against 136 us for the sync client in a thread, and a waiter holds no
   thread while it blocks).
@@ -45,11 +60,24 @@ process's L1. How, in one place:
 
 from __future__ import annotations
 
-try:
-    import redis  # noqa: F401
-except ImportError as error:  # pragma: no cover - exercised only without the extra
-    raise ImportError("RedisTier needs redis-py: pip install 'wm-middleware[redis]'") from error
+from typing import TYPE_CHECKING, Any
 
-from .tier import RedisTier, SharedOutcome
+from .urls import SCHEMES, masked
 
-__all__ = ["RedisTier", "SharedOutcome"]
+if TYPE_CHECKING:
+    from .tier import RedisTier, SharedOutcome
+
+__all__ = ["SCHEMES", "RedisTier", "SharedOutcome", "masked"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so SCHEMES and masked serve without redis-py (the CLI and instrument() check URLs).
+    if name not in ("RedisTier", "SharedOutcome"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    try:
+        import redis  # noqa: F401
+    except ImportError as error:  # pragma: no cover - exercised only without the extra
+        raise ImportError("RedisTier needs redis-py: pip install 'wm-middleware[redis]'") from error
+    from . import tier
+
+    return getattr(tier, name)

@@ -27,6 +27,16 @@ class Breaker:
         self._probing = False  # a half-open probe is in flight
 
     @property
+    def limit(self) -> int:
+        """Consecutive failures that open the breaker."""
+        return self._limit
+
+    @property
+    def cooldown(self) -> float:
+        """Seconds the breaker stays open before one probe is allowed."""
+        return self._cooldown
+
+    @property
     def state(self) -> Literal["closed", "open", "half_open"]:
         with self._lock:
             if self._failures < self._limit:

@@ -24,7 +24,7 @@ def _encode_part(value: Any) -> Any:
         if math.isfinite(value):
             return value
         return {"float": repr(value)}
-    if kind is tuple:
+    if isinstance(value, tuple):  # a NamedTuple (the adapters' scopes) spells as its tuple
         return [_encode_part(item) for item in value]
     if kind is frozenset:
         items = sorted(dump(_encode_part(item)) for item in value)

@@ -206,7 +206,7 @@ def shared_settling(tier: Any) -> SharedSettling:
         found = _BY_TIER.get(tier)
         if found is None:
             found = _BY_TIER[tier] = SharedSettling(
-                tier._endpoint, tier._namespace, tier._op_timeout, tier
+                tier.endpoint, tier.namespace, tier.op_timeout, tier
             )
     found._redis()
     return found

@@ -4,21 +4,21 @@ One daemon thread per process and tier, started lazily in the process that uses 
 every 0.1 s, so a lost connection (or a hung server) is noticed within 0.5 s. On a loss it drops
 the bound memories (messages sent meanwhile are gone), and again when it is back (what was
 fetched in between may have been invalidated unheard). Until it is subscribed, the tier returns
-values from Redis without letting L1 keep them (``trusted``).
+values from Redis without letting L1 keep them (``trusted``). Each confirmation is a successful
+contact: the tier replays the invalidations it could not deliver (``on_confirmed``).
 """
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from typing import Final
 
-from .._core import InvalidationSink
-from .connections import Endpoint, sync_client
-from .encoding import key_from_canonical
+from .connections import Endpoint, close_client, sync_client
+from .health import Health
+from .memories import Memories
 
 __all__ = ["Subscriber"]
 
@@ -38,13 +38,17 @@ class Subscriber:
         endpoint: Endpoint,
         op_timeout: float,
         channel: str,
-        memories: Callable[[], list[InvalidationSink]],
+        memories: Memories,
+        health: Health,
+        on_confirmed: Callable[[], None],
     ) -> None:
         self._endpoint = endpoint
         self._op_timeout = op_timeout
         self._channel = channel
-        # Weak: a tier dropped by its owner stops its subscriber.
-        self._memories = weakref.WeakMethod(memories)
+        # Weak: a tier dropped by its owner (and with it its memories) stops its subscriber.
+        self._memories = weakref.ref(memories)
+        self._health = health
+        self._on_confirmed = on_confirmed
         self.confirmed = False
         self._missed = False  # lost since the last confirmation
         self.epoch = 0
@@ -58,58 +62,80 @@ class Subscriber:
             )
             self.thread.start()
 
+    def stop(self, wait: float) -> None:
+        """Stop the thread and close its connection; wait up to ``wait`` seconds for it."""
+        self.stopped.set()
+        thread = self.thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(wait)
+
     def trusted(self, epoch: int) -> bool:
         return self.confirmed and self.epoch == epoch
 
     def _run(self) -> None:
         backoff = 0.05
-        while not self.stopped.is_set():
-            if self._memories() is None:
-                return
-            pubsub = None
+        while not self.stopped.is_set() and self._memories() is not None:
+            client = pubsub = None
             try:
-                client = sync_client(self._endpoint, self._op_timeout, self._op_timeout)
+                client = sync_client(
+                    self._endpoint, self._op_timeout, self._op_timeout, listener=True
+                )
                 pubsub = client.pubsub()
                 pubsub.subscribe(self._channel)
-                last_pong = last_ping = time.monotonic()
-                while not self.stopped.is_set():
-                    message = pubsub.get_message(timeout=_PING_EVERY / 2)
-                    now = time.monotonic()
-                    if message is not None:
-                        last_pong = now
-                        kind = message["type"]
-                        if kind == "subscribe":
-                            self._confirmed()
-                            backoff = 0.05
-                        elif kind == "message":
-                            self._deliver(message["data"])
-                    if now - last_ping >= _PING_EVERY:
-                        pubsub.ping()
-                        last_ping = now
-                    if now - last_pong > _SILENCE_LIMIT:
-                        raise TimeoutError("no reply from the server")
-                    if self._memories() is None:
-                        return
-            except Exception:
-                self._lost()
+                self._listen(pubsub)
+            except Exception as error:
+                self._lost(error)
                 self.stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
+            else:
+                backoff = 0.05
             finally:
                 if pubsub is not None:
                     try:
                         pubsub.reset()
                     except Exception:
                         pass
+                if client is not None:
+                    close_client(client)
+        self.confirmed = False
+
+    def _listen(self, pubsub: object) -> None:
+        """Read messages until stopped; raises when the connection is lost or silent."""
+        last_pong = last_ping = time.monotonic()
+        while not self.stopped.is_set():
+            message = pubsub.get_message(timeout=_PING_EVERY / 2)  # type: ignore[attr-defined]
+            now = time.monotonic()
+            if message is not None:
+                last_pong = now
+                if message["type"] == "subscribe":
+                    self._confirmed()
+                elif message["type"] == "message":
+                    memories = self._memories()
+                    if memories is None:
+                        return
+                    memories.heard(message["data"])
+            if now - last_ping >= _PING_EVERY:
+                pubsub.ping()  # type: ignore[attr-defined]
+                last_ping = now
+            if now - last_pong > _SILENCE_LIMIT:
+                raise TimeoutError("no reply from the server")
+            if self._memories() is None:
+                return
 
     def _confirmed(self) -> None:
         self.confirmed = True
+        self._health.succeeded()
         if self._missed:
             # Back after a loss: what this process fetched meanwhile may have been invalidated
             # by a message it never heard.
             self._missed = False
             self._drop_everything()
+        try:
+            self._on_confirmed()
+        except Exception:
+            pass  # a replay that fails stays pending; the next contact tries again
 
-    def _lost(self) -> None:
+    def _lost(self, error: Exception) -> None:
         # Messages published while we are away are gone: drop what L1 holds, once per loss.
         # Failed reconnections are not new losses: L1 keeps serving what this process fetches
         # itself (with Redis down, nobody can publish either).
@@ -118,28 +144,10 @@ class Subscriber:
             self.epoch += 1
             self._missed = True
             self._drop_everything()
+        else:
+            self._health.failed(error)  # could not (re)connect: the tier cannot be reached
 
     def _drop_everything(self) -> None:
-        for memory in self._bound():
-            try:
-                memory.drop_local(everything=True)
-            except Exception:
-                pass
-
-    def _bound(self) -> list[InvalidationSink]:
         memories = self._memories()
-        return [] if memories is None else memories()
-
-    def _deliver(self, data: bytes) -> None:
-        try:
-            message = json.loads(data)
-            keys = [key_from_canonical(k) for k in message.get("k", ())]
-            scopes = [key_from_canonical(s) for s in message.get("s", ())]
-            everything = bool(message.get("all"))
-        except Exception:
-            return  # not ours, or malformed: nothing to drop
-        for memory in self._bound():
-            try:
-                memory.drop_local(keys=keys, scopes=scopes, everything=everything)
-            except Exception:
-                pass
+        if memories is not None:
+            memories.drop(everything=True)
