@@ -1,7 +1,8 @@
 """Test sessions. The two supermemory SDK generations cannot share an environment.
 
-nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
-nox -s tests-sdk3    # one of them
+python3 -m nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
+python3 -m nox -s tests-sdk3    # one of them
+python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
 on the newest supported ``python3.X`` found on PATH.
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 import nox
 
@@ -66,3 +68,14 @@ def tests_sdk5(session: nox.Session) -> None:
     """The whole suite with supermemory 5.x and supermemory-agent-framework 2.x."""
     session.install("-e", ".[test,server,otlp]", *SDK5)
     session.run("pytest", "-q", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site from docs/ and mkdocs.yml: a warning (a broken link or anchor, a
+    page missing from the nav) fails the build."""
+    session.install("-e", ".[docs]")
+    site = Path(session.create_tmp()) / "site"
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
+    )
