@@ -47,6 +47,16 @@ def _latency(text: str) -> float:
     return value
 
 
+def _indexing_delay(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 24 * 3600:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 s, got {text!r}")
+    return value
+
+
 def _duration(text: str) -> float:
     """``90``, ``90s``, ``2m`` or ``1h`` -> seconds."""
     units = {"s": 1.0, "m": 60.0, "h": 3600.0}
@@ -183,6 +193,14 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
     serve.add_argument(
         "--latency-ms", type=_latency, default=0.0, help="latency per request (default 0)"
+    )
+    serve.add_argument(
+        "--indexing-delay",
+        type=_indexing_delay,
+        default=0.0,
+        metavar="SECONDS",
+        help="seconds from a write until search, profile and the lists see it; documents "
+        "report queued, extracting, chunking, embedding, indexing, then done (default 0)",
     )
     serve.add_argument(
         "--demo-data",
@@ -380,6 +398,7 @@ def _serve(args: argparse.Namespace) -> int:
             args.host,
             args.port,
             latency=args.latency_ms / 1000.0 or None,
+            indexing_delay=args.indexing_delay,
             seed_data=seed_data,
             log_level=args.log_level,
             on_listening=listening,

@@ -303,8 +303,12 @@ class Emulator:
         error_statuses: statuses used by ``error_rate`` (default ``(500,)``).
         api_keys: when given, only these bearer tokens are accepted (else any
             non-empty token is, each being its own tenant).
-        indexing_delay: seconds before added documents become searchable
-            (default ``0``: immediately).
+        indexing_delay: seconds from a write until its document is indexed (default ``0``:
+            at once); meanwhile its status goes ``queued -> extracting -> chunking ->
+            embedding -> indexing`` and search, profile and the memory lists do not see it.
+
+    Raises:
+        ValueError: ``indexing_delay`` is not a finite number ``>= 0``.
     """
 
     def __init__(
@@ -411,10 +415,28 @@ class Emulator:
                 "pending": len(self.faults.pending),
                 "errorRate": self.faults.error_rate,
             },
+            "indexing": {"delay": self.store.indexing_delay},
             "tenants": len(self.store.tenants()),
         }
 
     # ----------------------------------------------------------- control
+
+    @property
+    def indexing_delay(self) -> float:
+        """Seconds from a write until its document is indexed (settable; later writes only)."""
+        return self.store.indexing_delay
+
+    @indexing_delay.setter
+    def indexing_delay(self, seconds: float) -> None:
+        self.store.indexing_delay = seconds
+
+    def set_indexing_delay(self, seconds: float) -> None:
+        """Change the indexing delay at run time (documents already written keep theirs).
+
+        Raises:
+            ValueError: ``seconds`` is not a finite number ``>= 0``.
+        """
+        self.store.indexing_delay = seconds
 
     def set_latency(self, latency: LatencySpec, *, seed: int | None = None) -> None:
         """Change the latency model at runtime (``None`` disables it)."""
@@ -1776,6 +1798,13 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         )
         return JSONResponse({"ok": True})
 
+    async def indexing(request: Request) -> Response:
+        data = await _control_body(request)
+        if "delay" not in data:
+            return _error(400, "Invalid request", "delay is required (seconds, >= 0)")
+        emulator.set_indexing_delay(data["delay"])
+        return JSONResponse({"ok": True, "delay": emulator.indexing_delay})
+
     def answering(handler: Callable[[Request], Awaitable[Response]]) -> Any:
         """``handler`` answering a bad request with a JSON 400, never a plain-text 500."""
 
@@ -1801,6 +1830,8 @@ def _control_routes(emulator: Emulator) -> list[Route]:
         ("DELETE", "/_emulator/faults", faults, "clear scheduled faults and the error rate"),
         ("POST", "/_emulator/latency", latency, '{"latency": 0.1} (seconds) or '
          '{"latency": [0.08, 0.12]}'),
+        ("POST", "/_emulator/indexing", indexing, '{"delay": 2.0} (seconds from a write until '
+         'it is searchable; later writes)'),
     ]  # fmt: skip
     help_rows = [(method, path, what) for method, path, _, what in controls]
 

@@ -7,15 +7,21 @@ Contract:
   as a 3.x *container tag*, so data written through one SDK generation is visible
   through the other.
 * Adding a document immediately derives its memories (one per sentence, capped) and
-  its retrieval chunks, unless the store was built with ``indexing_delay > 0``; then
-  the document reports ``status="queued"`` and stays invisible to search and profile
-  until the delay has elapsed.
+  its retrieval chunks. It is *indexed* ``indexing_delay`` seconds after the write (``0``:
+  at once): until then its status walks through :data:`INDEXING_STAGES` (``queued ->
+  extracting -> chunking -> embedding -> indexing``, equal slices of the delay) and it,
+  its memories and its chunks stay invisible to search, profile and the memory and chunk
+  lists; then it reports ``done``. New content (an update, or 5.x content appended under
+  an existing id) indexes the document again, over the delay in force at that write;
+  changing the delay never reschedules a document already written.
+* Deletes and forgets apply at once.
 * All public methods are thread-safe (one re-entrant lock): the HTTP server thread and
   test code may call them concurrently.
 """
 
 from __future__ import annotations
 
+import math
 import random
 import string
 import threading
@@ -29,18 +35,26 @@ from ._text import rank, split_sentences
 
 __all__ = [
     "DEFAULT_CONTAINER_TAG",
+    "INDEXED",
+    "INDEXING_STAGES",
     "Chunk",
     "Document",
     "MemoryEntry",
     "MemoryStore",
     "Predicate",
     "SeedMemory",
+    "check_indexing_delay",
     "iso",
 ]
 
 DEFAULT_CONTAINER_TAG = "sm_project_default"
 MAX_MEMORIES_PER_DOCUMENT = 32
 CHUNK_CHARS = 400
+
+INDEXING_STAGES = ("queued", "extracting", "chunking", "embedding", "indexing")
+"""The statuses a document reports while it is indexed, in order, each for an equal slice."""
+INDEXED = "done"
+"""The status of a document search, profile and the lists can see."""
 
 Predicate = Callable[[Mapping[str, Any]], bool]
 """A metadata filter: receives the merged metadata of a memory/document."""
@@ -49,6 +63,20 @@ Predicate = Callable[[Mapping[str, Any]], bool]
 def iso(ts: datetime) -> str:
     """Format ``ts`` the way the Supermemory API does (UTC, milliseconds, ``Z``)."""
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def check_indexing_delay(value: object) -> float:
+    """``value`` as seconds of indexing delay.
+
+    Raises:
+        ValueError: ``value`` is not a finite number ``>= 0`` (the message names
+            ``indexing_delay``).
+    """
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"indexing_delay must be a number of seconds, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise ValueError(f"indexing_delay must be a finite number of seconds >= 0, got {value!r}")
+    return float(value)
 
 
 def _now() -> datetime:
@@ -79,6 +107,8 @@ class Document:
     revision: int = 1
     is_static: bool = False
     bucket: str | None = None
+    queued_at: float = 0.0
+    """``time.monotonic()`` of the write that (re)started indexing; ``ready_at`` ends it."""
 
     @property
     def ready(self) -> bool:
@@ -87,8 +117,13 @@ class Document:
 
     @property
     def status(self) -> str:
-        """``"done"`` once indexed, ``"queued"`` while an emulated indexing delay runs."""
-        return "done" if self.ready else "queued"
+        """``"done"`` once indexed, else the stage of :data:`INDEXING_STAGES` reached so far."""
+        now = time.monotonic()
+        if now >= self.ready_at:
+            return INDEXED
+        span = self.ready_at - self.queued_at
+        done = max(now - self.queued_at, 0.0) / span if span > 0 else 0.0
+        return INDEXING_STAGES[min(int(done * len(INDEXING_STAGES)), len(INDEXING_STAGES) - 1)]
 
 
 @dataclass
@@ -174,7 +209,25 @@ class MemoryStore:
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._tenants: dict[str, _Tenant] = {}
-        self.indexing_delay = indexing_delay
+        self._indexing_delay = check_indexing_delay(indexing_delay)
+
+    @property
+    def indexing_delay(self) -> float:
+        """Seconds from a write until its document is indexed; applies to later writes.
+
+        Raises:
+            ValueError: on assignment, not a finite number ``>= 0``.
+        """
+        return self._indexing_delay
+
+    @indexing_delay.setter
+    def indexing_delay(self, value: float) -> None:
+        self._indexing_delay = check_indexing_delay(value)
+
+    def _schedule(self, doc: Document) -> None:
+        """Start (again) indexing ``doc`` now, over the current delay."""
+        doc.queued_at = time.monotonic()
+        doc.ready_at = doc.queued_at + self._indexing_delay
 
     # ------------------------------------------------------------------ basics
 
@@ -273,7 +326,7 @@ class MemoryStore:
                 metadata=dict(metadata or {}),
                 created_at=now,
                 updated_at=now,
-                ready_at=time.monotonic() + self.indexing_delay,
+                ready_at=0.0,
                 custom_id=custom_id,
                 title=title or _title_of(content),
                 type=doc_type if not _is_url(content) else "webpage",
@@ -286,6 +339,7 @@ class MemoryStore:
                 is_static=static,
                 bucket=bucket,
             )
+            self._schedule(doc)
             t.documents[doc.id] = doc
             self._derive(t, doc, content, memories)
             self._touch_namespace(t, tags)
@@ -349,7 +403,7 @@ class MemoryStore:
         doc.summary = _summary_of(content)
         doc.revision += 1
         doc.updated_at = _now()
-        doc.ready_at = time.monotonic() + self.indexing_delay
+        self._schedule(doc)
         self._derive(t, doc, new_memories if new_memories is not None else content, memories)
 
     def update_document(
