@@ -172,8 +172,8 @@ class _Messages(logging.Handler):
 def check_metrics(endpoint: str, from_env: bool, protocol: str | None) -> str | None:
     """Why the collector refused a test metric export (``None``: it accepted one).
 
-    A backend that takes only traces (Jaeger, Tempo) answers a metric export with an error such
-    as HTTP 405 or 404. Checked once, before the runs, with an empty request: said once, instead
+    A backend that takes only traces answers a metric export with an error such as HTTP 405
+    or 404. Checked once, before the runs, with an empty request: said once, instead
     of one exporter error per export interval. The exporter's own log lines are kept from the
     console and give the reason.
     """
