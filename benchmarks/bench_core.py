@@ -51,7 +51,7 @@ from async_lru import alru_cache
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
 from wm_middleware import WorkingMemory
-from wm_middleware._keys import UNSET
+from wm_middleware._core import UNSET
 
 # Peers that may be absent: their rows are skipped, saying why.
 _PEER_ERRORS: dict[str, str] = {}
@@ -67,6 +67,24 @@ except ImportError as error:  # pragma: no cover - depends on the environment
     _PEER_ERRORS["theine"] = str(error)
 
 VALUE: Final = ("the", "cached", "value")
+# A search response of 10 results, as the API's JSON: what ``copy=True`` deep-copies per hit.
+SEARCH_RESPONSE: Final = {
+    "results": [
+        {
+            "id": f"memory-{i}",
+            "memory": "User prefers green tea in the morning and coffee after lunch",
+            "similarity": 0.87,
+            "metadata": {"source": "chat", "turn": i},
+            "updatedAt": "2025-01-01T00:00:00Z",
+            "version": 1,
+            "documents": [{"id": f"doc-{i}", "title": "chat", "type": "text"}],
+            "context": {"children": [], "parents": []},
+        }
+        for i in range(10)
+    ],
+    "timing": 12,
+    "total": 10,
+}
 TAGS: Final = ["user-1"]
 
 
@@ -264,6 +282,7 @@ class SameSignature:
         self,
         query: str,
         fetch: Callable[[], Any],
+        *,
         ttl: float | None = None,
         container_tags: Any = UNSET,
         limit: Any = UNSET,
@@ -275,6 +294,7 @@ class SameSignature:
         self,
         query: str,
         fetch: Callable[[], Awaitable[Any]],
+        *,
         ttl: float | None = None,
         container_tags: Any = UNSET,
         limit: Any = UNSET,
@@ -328,6 +348,8 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         memoized(query)
         peers["theine"] = sync_sampler("f(q)", f=memoized, q=query)
 
+    copying: WorkingMemory[Any] = WorkingMemory(max_entries=100, ttl=3600.0, copy=True)
+    copying.search(query, lambda: SEARCH_RESPONSE)
     same = SameSignature()
     table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
     memo = {(query, 5, tuple(TAGS)): VALUE}
@@ -351,6 +373,9 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
                 tags=TAGS,
             ),
             "cachetools": sync_sampler("f(q)", f=ttl_cache, q=query),
+            "copy": sync_sampler(
+                "search(q, fetch)", search=copying.search, q=query, fetch=fetch_value
+            ),
             **peers,
             "plain": sync_sampler("get(q, fetch)", get=plain.get, q=query, fetch=fetch_value),
             "empty": sync_sampler("pass"),
@@ -385,11 +410,12 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
         return Row(section, label, ns, "ns", ns / base, goal, note)
 
     rows = [
-        row("wm", "wm.search(q, fetch) hit", 4.0),
+        row("wm", "wm.search(q, fetch) hit", 6.0),
         row("lru", "functools.lru_cache f(q) hit (baseline)"),
-        row("wm_params", "wm.search(q, fetch, limit, container_tags) hit", 8.0),
+        row("wm_params", "wm.search(q, fetch, limit=, container_tags=) hit", 10.0),
         row("wm_params3", "wm.search(q, fetch, 3 params) hit", note="info"),
         row("cachetools", "cachetools.cached(TTLCache, lock=Lock) hit", note="context"),
+        row("copy", "WorkingMemory(copy=True) hit, 10-result response", note="info"),
     ]
     for name, label in (
         ("cachebox", "cachebox.cached(TTLCache) hit (Rust)"),
@@ -441,6 +467,8 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
 
     lru(query)
     await alru(query)
+    copying: WorkingMemory[Any] = WorkingMemory(max_entries=100, ttl=3600.0, copy=True)
+    copying.search(query, lambda: SEARCH_RESPONSE)
     same = SameSignature()
     table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
 
@@ -480,7 +508,7 @@ async def bench_async_hit(cfg: Config) -> list[Row]:
         return Row(section, label, ns, "ns", ns / base, goal, note)
 
     return [
-        row("wm", "await wm.asearch(q, fetch) hit", 5.0),
+        row("wm", "await wm.asearch(q, fetch) hit", 8.0),
         row("lru", "functools.lru_cache f(q) hit (baseline)"),
         row("alru", "async_lru alru_cache: await f(q) hit", note="context"),
         row("coroutine", "await of a coroutine returning a constant", note="context: floor"),

@@ -19,7 +19,6 @@ import math
 import random
 import re
 import shutil
-import socket
 import subprocess
 import threading
 import time
@@ -35,6 +34,8 @@ from typing import Any
 import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the stack's config files")
+
+from .conftest import free_port as _free_port  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 COLLECTOR_CONFIG = REPO / "otel-collector.yaml"
@@ -581,11 +582,7 @@ def emit_library_metrics(meter_provider: Any, *, cached: bool = True) -> None:
 _EMIT_LOCK = threading.Lock()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+# ``_free_port`` is tests/conftest.py's ``free_port``.
 
 
 @dataclass

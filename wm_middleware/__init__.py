@@ -41,7 +41,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._cache import CacheStats, WorkingMemory
+from ._core import CacheStats, WorkingMemory
 from ._instrumentor import WorkingMemoryInstrumentor, instrument, uninstrument, wrap
 from .version import __version__
 

@@ -26,10 +26,9 @@ from opentelemetry.metrics import MeterProvider
 from opentelemetry.trace import TracerProvider
 
 from ._adapters import ADAPTERS, Patch
-from ._cache import WorkingMemory
+from ._core import SharedTier, WorkingMemory
 from ._runtime import Runtime
 from ._telemetry import Telemetry
-from ._tier import SharedTier
 from .package import _instruments
 
 __all__ = ["WorkingMemoryInstrumentor", "instrument", "uninstrument", "wrap"]

@@ -25,9 +25,8 @@ from typing import Any, Final, TypeVar
 
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
-from ._cache import MISSING, Loaded, WorkingMemory
+from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
 from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type, records_of
-from ._tier import SharedCodec
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 

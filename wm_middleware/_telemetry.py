@@ -42,7 +42,7 @@ from opentelemetry.util.types import AttributeValue
 from .version import __version__
 
 if TYPE_CHECKING:
-    from ._cache import WorkingMemory
+    from ._core import WorkingMemory
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",

@@ -112,27 +112,26 @@ def test_invalidate_query_with_params_drops_one_entry(clock: FakeClock) -> None:
 
 def test_invalidate_scope_drops_what_carries_it(clock: FakeClock) -> None:
     wm: WorkingMemory[str] = WorkingMemory(clock=clock)
-    with wm._lock:
-        wm._store_locked(("k", 1), "a", 60.0, (("tenant", "t1"), ("tag", "t1", "x")), pin=False)
-        wm._store_locked(("k", 2), "b", 60.0, (("tenant", "t1"), ("tag", "t1", "y")), pin=False)
-        wm._store_locked(("k", 3), "c", 60.0, (("tenant", "t2"),), pin=False)
+    wm.load(("k", 1), lambda: "a", scopes=(("tenant", "t1"), ("tag", "t1", "x")))
+    wm.load(("k", 2), lambda: "b", scopes=(("tenant", "t1"), ("tag", "t1", "y")))
+    wm.load(("k", 3), lambda: "c", scopes=(("tenant", "t2"),))
     assert wm.invalidate_scope(("tag", "t1", "x")) == 1
     assert wm.invalidate_scope(("tenant", "t1")) == 1
     assert wm.invalidate_scope(("tenant", "t1")) == 0
     assert wm.invalidate_scope() == 0
     assert len(wm) == 1
-    assert wm._index == {("tenant", "t2"): ("k", 3)}
+    assert wm._store._index == {("tenant", "t2"): ("k", 3)}
 
 
 def test_index_is_cleaned_on_eviction_and_expiry(clock: FakeClock) -> None:
     wm: WorkingMemory[str] = WorkingMemory(max_entries=2, ttl=5.0, clock=clock)
     for limit in range(5):
         wm.set("q", str(limit), limit=limit)
-    assert wm._index == {"q": {wm_key for wm_key in wm._lru}}
+    assert wm._store._index == {"q": set(wm._store.unpinned())}
     clock.advance(10.0)
     assert wm.get("q", limit=3) is None
     assert wm.get("q", limit=4) is None
-    assert wm._index == {}
+    assert wm._store._index == {}
 
 
 def test_has_counts_nothing_and_every_lookup_counts_once(clock: FakeClock) -> None:

@@ -157,13 +157,21 @@ def test_asearch_takes_the_named_parameters_alike(
     asyncio.run(scenario())
 
 
-def test_ttl_container_tags_and_limit_may_also_come_by_position(
-    wm: WorkingMemory[str], clock: FakeClock
-) -> None:
-    assert wm.search("q", lambda: "v", 5.0, ["user-1"], 3) == "v"
+@pytest.mark.parametrize("extra", [(5,), (5.0, ["user-1"]), (5.0, ["user-1"], 3)])
+def test_options_never_come_by_position(wm: WorkingMemory[str], extra: tuple[object, ...]) -> None:
+    # ``wm.search("q", fetch, 5)`` once set the ttl where a reader expects a limit.
+    with pytest.raises(TypeError, match="positional"):
+        wm.search("q", lambda: "v", *extra)  # type: ignore[misc]
+    with pytest.raises(TypeError, match="positional"):
+        asyncio.run(wm.asearch("q", lambda: asyncio.sleep(0, "v"), *extra))  # type: ignore[misc]
+    assert not wm.has("q")
+
+
+def test_ttl_container_tags_and_limit_by_keyword(wm: WorkingMemory[str], clock: FakeClock) -> None:
+    assert wm.search("q", lambda: "v", ttl=5.0, container_tags=["user-1"], limit=3) == "v"
     assert wm.get("q", container_tags=["user-1"], limit=3) == "v"
     clock.advance(5.0)
-    assert wm.get("q", container_tags=["user-1"], limit=3) is None  # the ttl given by position
+    assert wm.get("q", container_tags=["user-1"], limit=3) is None
 
 
 def test_a_tag_list_changed_after_the_call_does_not_change_the_entry(
@@ -189,14 +197,13 @@ def test_a_bad_query_is_refused_the_same_way_with_named_parameters(
 
 def test_the_key_memo_stays_bounded_whatever_the_callers_send() -> None:
     wm: WorkingMemory[int] = WorkingMemory(max_entries=10)
-    memo = wm._memo
+    memo = wm._keys
     for i in range(5_000):
         wm.search("q", lambda i=i: i, container_tags=[f"user-{i}"], limit=i)  # type: ignore[misc]
         wm.search("q", lambda i=i: i, limit=i, threshold=0.5)  # type: ignore[misc]
-    assert len(memo.named_keys) <= 64
-    assert len(memo._params) <= 64
+    assert len(memo) <= 3 * 64
     wm.search("q", lambda: 0, container_tags=["x" * 2_000], limit=1)
-    assert not any("x" * 2_000 in str(stand_in) for stand_in in memo.named_keys)
+    assert not any("x" * 2_000 in str(stand_in) for stand_in in memo._named)
 
 
 def test_no_two_named_argument_spellings_share_a_memo_slot_unless_their_keys_are_equal() -> None:

@@ -15,14 +15,14 @@ from typing import Any
 import pytest
 
 from wm_middleware import WorkingMemory
-from wm_middleware._cache import MISSING
-from wm_middleware._keys import make_key
-from wm_middleware._tier import (
+from wm_middleware._core import (
+    MISSING,
     InvalidationSink,
     SharedCodec,
     SharedTier,
     TierOutcome,
     TierResult,
+    make_key,
 )
 
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable
 
 import pytest
 
 from wm_middleware import WorkingMemory
+
+from ..conftest import until
 
 
 class Upstream:
@@ -34,13 +35,7 @@ class Upstream:
         return self.value
 
 
-async def until(predicate: Callable[[], bool]) -> None:
-    """Yield to the loop until ``predicate`` holds (bounded by a count, not by a clock)."""
-    for _ in range(10_000):
-        if predicate():
-            return
-        await asyncio.sleep(0.001)
-    raise AssertionError("condition never held")
+# ``until`` is tests/conftest.py's.
 
 
 async def test_a_thousand_concurrent_callers_share_one_fetch() -> None:

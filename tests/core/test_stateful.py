@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from wm_middleware import WorkingMemory
-from wm_middleware._keys import make_key
+from wm_middleware._core import make_key
 
 from .conftest import FakeClock
 
@@ -184,13 +184,13 @@ class CacheMachine(RuleBasedStateMachine):
     @invariant()
     def size_and_order_agree(self) -> None:
         assert len(self.wm) == len(self.model.entries)
-        unpinned = [k for k in self.wm._lru]
+        unpinned = self.wm._store.unpinned()
         expected = [
             make_key(query, {} if limit is None else {"limit": limit})
             for query, limit in self.model.order
         ]
         assert unpinned == expected
-        assert len(self.wm._lru) <= 3
+        assert len(unpinned) <= 3
 
 
 TestCacheAgainstModel = CacheMachine.TestCase

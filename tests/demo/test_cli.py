@@ -19,6 +19,7 @@ import pytest
 
 from wm_middleware import __version__
 
+from ..conftest import free_port as _free_port
 from ._run import run, serving, start
 
 needs_tools = pytest.mark.skipif(
@@ -416,10 +417,7 @@ def test_an_unknown_option_shows_the_usage_of_its_command(command: str) -> None:
     assert f"wm-middleware {command}: error: unrecognized arguments: --foo" in result.stderr
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+# ``_free_port`` is tests/conftest.py's ``free_port``.
 
 
 def test_serve_prints_its_banner_after_binding_with_the_real_port() -> None:

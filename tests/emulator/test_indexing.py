@@ -8,10 +8,8 @@ generation also lets a short real delay run out and checks every observation on 
 
 from __future__ import annotations
 
-import importlib.metadata
 import time
 import typing
-from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
@@ -20,11 +18,9 @@ import pytest
 from wm_middleware.emulator import Document, Emulator, EmulatorServer
 from wm_middleware.emulator.store import INDEXED, INDEXING_STAGES
 
-supermemory = pytest.importorskip("supermemory")
+from ..conftest import SDK_MAJOR, sdk_client, v3_only, v5_only
 
-SDK_MAJOR = int(importlib.metadata.version("supermemory").split(".")[0])
-v3_only = pytest.mark.skipif(SDK_MAJOR != 3, reason="needs the supermemory 3.x SDK")
-v5_only = pytest.mark.skipif(SDK_MAJOR < 5, reason="needs the supermemory 5.x SDK")
+supermemory = pytest.importorskip("supermemory")
 
 KEY = "sk-indexing"
 TAG = "user-1"
@@ -34,13 +30,14 @@ LONG = 3600.0  # an indexing delay no test outlives: stages are placed, never wa
 
 
 @pytest.fixture
-def server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=5, indexing_delay=LONG) as srv:
-        yield srv
+def server(emulator: EmulatorServer) -> EmulatorServer:
+    """The clean session emulator with a long indexing delay."""
+    emulator.set_indexing_delay(LONG)
+    return emulator
 
 
-def client(server: EmulatorServer, **kw: Any) -> Any:
-    return supermemory.Supermemory(api_key=KEY, base_url=server.base_url, max_retries=0, **kw)
+def client(server: EmulatorServer, mode: str = "sync") -> Any:
+    return sdk_client(mode, server.base_url, KEY, max_retries=0)
 
 
 def at_stage(doc: Document, fraction: float) -> None:
@@ -56,19 +53,11 @@ def stage_fractions() -> list[tuple[str, float]]:
     return [(name, (k + 0.5) / n) for k, name in enumerate(INDEXING_STAGES)] + [(INDEXED, 1.0)]
 
 
-def until(condition: Callable[[], object], timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.01)
-
-
 # ------------------------------------------------------------------ generation-agnostic
 
 
 def test_the_stage_names_are_the_sdk_status_names_in_pipeline_order() -> None:
-    if SDK_MAJOR == 3:
+    if SDK_MAJOR == "3":
         from supermemory.types.document_get_response import DocumentGetResponse as Model
 
         literal = Model.model_fields["status"].annotation
@@ -86,6 +75,15 @@ def test_the_stage_names_are_the_sdk_status_names_in_pipeline_order() -> None:
         "done",
     )
     assert set(INDEXING_STAGES) | {INDEXED} <= set(names)
+
+
+def test_indexing_delay_hides_new_documents() -> None:
+    em = Emulator(indexing_delay=60)
+    doc = em.store.add_document(KEY, "User owns a red bicycle", container_tags=[TAG])
+    assert doc.status == "queued"
+    assert em.store.search_memories(KEY, "bicycle") == []
+    doc.ready_at = 0
+    assert em.store.search_memories(KEY, "bicycle")[0][0].memory == "User owns a red bicycle"
 
 
 def test_a_document_walks_the_stages_in_equal_slices_of_the_delay() -> None:
@@ -209,9 +207,7 @@ class TestV3:
 
     async def test_a_real_delay_runs_out(self, server: EmulatorServer) -> None:
         server.set_indexing_delay(0.5)
-        async with supermemory.AsyncSupermemory(
-            api_key=KEY, base_url=server.base_url, max_retries=0
-        ) as sdk:
+        async with client(server, "async") as sdk:
             added = await sdk.add(content=FACT, container_tag=TAG)
             assert added.status == "queued"
             seen: list[tuple[str, bool]] = []
@@ -294,7 +290,7 @@ class TestV5:
 
     async def test_a_real_delay_runs_out(self, server: EmulatorServer) -> None:
         server.set_indexing_delay(0.5)
-        sdk = supermemory.AsyncSupermemory(api_key=KEY, base_url=server.base_url, max_retries=0)
+        sdk = client(server, "async")
         ref = await sdk.add(TAG, content=FACT)
         assert ref.status == "queued"
         seen: list[tuple[str, bool]] = []

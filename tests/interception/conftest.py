@@ -14,20 +14,7 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
-
-@pytest.fixture(scope="session")
-def emulator_server() -> Iterator[EmulatorServer]:
-    """One emulator for the session; use ``emulator`` for a clean one per test."""
-    with EmulatorServer(seed=3) as server:
-        yield server
-
-
-@pytest.fixture
-def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
-    """The emulator with no data, no request counts, no faults and no added latency."""
-    emulator_server.reset()
-    emulator_server.set_latency(None)
-    return emulator_server
+# ``emulator_server`` (the session's) and ``emulator`` (clean, per test) are in tests/conftest.py.
 
 
 @pytest.fixture

@@ -40,6 +40,8 @@ import wm_middleware  # noqa: E402
 from wm_middleware import WorkingMemory  # noqa: E402
 from wm_middleware.emulator import EmulatorServer  # noqa: E402
 
+from ..conftest import until  # noqa: E402
+
 KEY = "sk-integrations"
 TAG = "user-1"
 EXTRA_TAG = "org-a"  # cartesia's additional container tag
@@ -97,13 +99,7 @@ def text_of(value: Any) -> str:
     return json.dumps(plain(value))
 
 
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Wait (bounded) until ``condition()`` holds; a progress guard, not a timing assertion."""
-    for _ in range(1000):
-        if condition():
-            return
-        await asyncio.sleep(0.01)
-    raise AssertionError(f"timed out waiting until {what}")
+# ``until(condition, what)`` is tests/conftest.py's.
 
 
 class SessionContext:

@@ -75,18 +75,11 @@ def seeded(emulator: EmulatorServer) -> dict[str, list[MemoryEntry]]:
     return _seed(emulator)
 
 
-@pytest.fixture(scope="module")
-def _second_server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=4) as server:
-        yield server
-
-
 @pytest.fixture
-def second_emulator(_second_server: EmulatorServer) -> EmulatorServer:
-    _second_server.reset()
-    _second_server.set_latency(None)
-    _seed(_second_server)
-    return _second_server
+def second_emulator(second_emulator: EmulatorServer) -> EmulatorServer:
+    """tests/conftest.py's clean second emulator, seeded."""
+    _seed(second_emulator)
+    return second_emulator
 
 
 @pytest.fixture(autouse=True)

@@ -5,7 +5,6 @@ Runs against the installed supermemory generation (3.x or 5.x), sync and async c
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,12 +15,6 @@ from wm_middleware.emulator import EmulatorServer
 from .conftest import KEY, OTHER_KEY, OTHER_TAG, TAG, Generation, done
 
 
-@pytest.fixture(scope="module")
-def _second_server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=7) as server:
-        yield server
-
-
 @pytest.fixture
 def seeded(emulator: EmulatorServer, generation: Generation) -> EmulatorServer:
     generation.seed(emulator)
@@ -29,10 +22,10 @@ def seeded(emulator: EmulatorServer, generation: Generation) -> EmulatorServer:
 
 
 @pytest.fixture
-def second_emulator(_second_server: EmulatorServer, generation: Generation) -> EmulatorServer:
-    _second_server.reset()
-    generation.seed(_second_server)
-    return _second_server
+def second_emulator(second_emulator: EmulatorServer, generation: Generation) -> EmulatorServer:
+    """tests/conftest.py's clean second emulator, seeded."""
+    generation.seed(second_emulator)
+    return second_emulator
 
 
 async def test_another_api_key_is_another_tenant(

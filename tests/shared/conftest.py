@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
-import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
@@ -12,21 +11,15 @@ import pytest
 import redis
 
 from wm_middleware import RedisTier
-from wm_middleware._tier import TierResult
+from wm_middleware._core import TierResult
 
+from ..conftest import wait_until as wait_until
 from .servers import Cluster, Server, server_binary
 
 SPAWN = multiprocessing.get_context("spawn")  # real, fresh processes, as a fleet has
 
 
-def wait_until(predicate: Callable[[], object], limit: float = 10.0) -> None:
-    """Return once ``predicate()`` is true; fail after ``limit`` seconds (never reached in a
-    passing run: a bound, not a measurement)."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
+# ``wait_until`` is tests/conftest.py's; importable from here as before.
 
 
 def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:

@@ -11,7 +11,7 @@ import redis
 
 import wm_middleware
 from wm_middleware import RedisTier
-from wm_middleware._tier import SharedTier
+from wm_middleware._core import SharedTier
 
 
 def test_redis_tier_implements_the_shared_tier_protocol(redis_url: str) -> None:

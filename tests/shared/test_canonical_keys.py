@@ -10,7 +10,7 @@ from collections.abc import Hashable
 from hypothesis import given
 from hypothesis import strategies as st
 
-from wm_middleware._keys import make_key
+from wm_middleware._core import make_key
 from wm_middleware._redis.encoding import canonical_key, key_from_canonical
 
 atoms = st.one_of(
@@ -38,7 +38,7 @@ def test_equal_frozensets_have_one_canonical_form(key: Hashable) -> None:
 def test_canonical_keys_do_not_depend_on_the_hash_seed() -> None:
     key = make_key("prefs", {"container_tags": {"b", "a"}, "limit": 5, "rerank": True})
     code = (
-        "from wm_middleware._keys import make_key;"
+        "from wm_middleware._core import make_key;"
         "from wm_middleware._redis.encoding import canonical_key;"
         "print(canonical_key(make_key('prefs', {'container_tags': {'b', 'a'}, 'limit': 5,"
         " 'rerank': True})))"

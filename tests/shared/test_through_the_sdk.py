@@ -15,10 +15,7 @@ import pytest
 import redis
 
 import wm_middleware
-from tests.interception.conftest import (
-    Generation,
-    emulator_server,  # noqa: F401  (a fixture)
-)
+from tests.interception.conftest import Generation
 from wm_middleware import RedisTier, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
@@ -66,7 +63,7 @@ class App:
 
 
 @pytest.fixture
-def emulator(emulator_server: EmulatorServer) -> EmulatorServer:  # noqa: F811
+def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
     emulator_server.reset()
     emulator_server.set_latency(None)
     for key in (KEY, OTHER_KEY):

@@ -7,9 +7,8 @@ in this process. Tests that need global providers run in a subprocess (see test_
 
 from __future__ import annotations
 
-import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +23,8 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware._runtime import Read, Runtime, Write
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, Telemetry
+
+from ..conftest import until as until
 
 SERVER = ("memory.example", 8443)
 
@@ -161,10 +162,4 @@ def make_write(tag: str = "user-1", *, tenant: str = "tenant-a", deletes: bool =
     return Write("documents.add", ((tenant, tag),), SERVER, deletes=deletes)
 
 
-async def until(condition: Callable[[], bool]) -> None:
-    """Yield to the event loop until ``condition`` holds (a state, not a duration)."""
-    for _ in range(200_000):
-        if condition():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("condition never held")
+# ``until`` is tests/conftest.py's; importable from here as before.

@@ -26,6 +26,7 @@ if not pytest.importorskip("supermemory").__version__.startswith("3."):
 
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import clean
 from ._otlp_receiver import Received, attributes_of, http_receiver
 from ._otlp_receiver import grpc_receiver as grpc_otlp_receiver
 
@@ -99,10 +100,10 @@ def grpc_receiver() -> Iterator[tuple[str, Received]]:
 
 
 @pytest.fixture(scope="module")
-def emulator() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=5) as running:
-        running.seed(API_KEY, ["User has a severe peanut allergy"], container_tag=TAG)
-        yield running
+def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
+    """tests/conftest.py's session emulator, clean, seeded for this module."""
+    clean(emulator_server).seed(API_KEY, ["User has a severe peanut allergy"], container_tag=TAG)
+    return emulator_server
 
 
 def run_program(

@@ -27,6 +27,7 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind, StatusCode
 
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, capture_content_enabled
 
+from ..conftest import wait_until as _wait_for
 from .conftest import SERVER, Otel, make_read, make_runtime, make_write, until
 
 RECORDS = ("peanut allergy", "likes tea")
@@ -565,11 +566,4 @@ def _empty() -> Any:
     return MetricsData(resource_metrics=[])
 
 
-def _wait_for(condition: Callable[[], bool]) -> None:
-    """Block until ``condition`` holds (a state, not a duration: no timing is asserted)."""
-    done = threading.Event()
-    for _ in range(30_000):
-        if condition():
-            return
-        done.wait(0.001)
-    raise AssertionError("condition never held")
+# ``_wait_for`` is tests/conftest.py's ``wait_until``.

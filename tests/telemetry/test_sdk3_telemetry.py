@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind, StatusCode
 import wm_middleware
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV
 
+from ..conftest import clean
 from .conftest import Otel, until
 
 if not importlib.metadata.version("supermemory").startswith("3."):
@@ -38,9 +39,9 @@ MODES = ["sync", "async"]
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=3) as running:
-        yield running
+def server(emulator_server: EmulatorServer) -> EmulatorServer:
+    """tests/conftest.py's session emulator, clean."""
+    return clean(emulator_server)
 
 
 @pytest.fixture(autouse=True)

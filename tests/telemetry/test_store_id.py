@@ -7,7 +7,6 @@ emulator, with the real OpenTelemetry SDK.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
@@ -18,6 +17,7 @@ from wm_middleware import WorkingMemoryInstrumentor
 from wm_middleware._telemetry import STORE_ID_ENV
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import clean
 from ..interception.conftest import KEY, TAG, Generation, done
 from .conftest import Otel
 
@@ -26,10 +26,10 @@ ATTRIBUTE = "gen_ai.memory.store.id"
 
 
 @pytest.fixture(scope="module")
-def server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=5) as running:
-        running.seed(KEY, ["User likes green tea"], container_tag=TAG)
-        yield running
+def server(emulator_server: EmulatorServer) -> EmulatorServer:
+    """tests/conftest.py's session emulator, clean, seeded for this module."""
+    clean(emulator_server).seed(KEY, ["User likes green tea"], container_tag=TAG)
+    return emulator_server
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import json
 from collections.abc import Hashable, Iterable, Mapping
 from typing import Any
 
-from .._keys import normalise_query
+from .._core import normalise_query
 
 __all__ = [
     "canonical",

@@ -46,10 +46,9 @@ from typing import Any, Final, cast
 
 import httpx
 
-from .._cache import WorkingMemory
+from .._core import SharedCodec, WorkingMemory
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import fingerprint, read_scopes, server_of
 from ._routes import attempted, find_in, read_tags, written

@@ -21,8 +21,8 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from .._core import SharedCodec
 from .._runtime import Read, Runtime
-from .._tier import SharedCodec
 from . import Patch
 from ._requests import canonical, read_scopes, server_of, tenant_of
 

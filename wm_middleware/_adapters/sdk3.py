@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Final
 
+from .._core import SharedCodec
 from .._runtime import Read, Runtime, Write, handled_outside
-from .._tier import SharedCodec
 from . import Bypass, Patch, Wrapper, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import attempted, find, read_tags, written

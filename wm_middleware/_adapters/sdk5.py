@@ -30,8 +30,8 @@ from typing import Any
 
 import wrapt
 
+from .._core import SharedCodec
 from .._runtime import Read, Runtime, Write, handled_outside
-from .._tier import SharedCodec
 from . import Bypass, Patch, run
 from ._requests import canonical, fingerprint, read_scopes, server_of, tenant_of
 from ._routes import attempted, find, written

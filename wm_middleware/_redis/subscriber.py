@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Final
 
-from .._tier import InvalidationSink
+from .._core import InvalidationSink
 from .connections import Endpoint, sync_client
 from .encoding import key_from_canonical
 

@@ -22,7 +22,7 @@ from typing import Any, Final, Literal
 
 from redis.exceptions import RedisError
 
-from .._tier import InvalidationSink, SharedCodec, TierResult
+from .._core import InvalidationSink, SharedCodec, TierResult
 from .breaker import Breaker
 from .connections import Conns, async_client, endpoint_of, sync_client
 from .encoding import canonical_key, digest, dump, json_encode

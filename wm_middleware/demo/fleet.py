@@ -28,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._cache import CacheStats
+from .._core import CacheStats
 from .agent import run_agent, supermemory_tools_executor
 from .runner import DEMO_API_KEY, LATENCY_SEED, DemoError, seed_emulator
 from .script import CONTAINER_TAG, turns

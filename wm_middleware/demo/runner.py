@@ -24,7 +24,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .._cache import CacheStats, WorkingMemory
+from .._core import CacheStats, WorkingMemory
 from .._instrumentor import instrument, uninstrument
 from .._otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
 from .._runtime import Runtime

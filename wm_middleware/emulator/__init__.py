@@ -24,16 +24,11 @@ Quick start::
 
 from __future__ import annotations
 
-from .app import Emulator, create_app
-from .faults import (
-    FaultDecision,
-    FaultInjector,
-    FaultRule,
-    LatencyModel,
-    LatencySpec,
-    RecordedRequest,
-    RequestLog,
-)
+from .app import create_app
+from .core import Emulator
+from .faults import FaultDecision, FaultInjector, FaultRule
+from .latency import LatencyModel, LatencySpec
+from .request_log import RecordedRequest, RequestLog
 from .server import EmulatorServer, serve
 from .store import DEFAULT_CONTAINER_TAG, Chunk, Document, MemoryEntry, MemoryStore, SeedMemory
 

@@ -13,30 +13,13 @@ everything (the emulator is lenient where the real API would reject).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from .store import Predicate
+from .values import as_float, loads, to_bool
 
 __all__ = ["compile_v3_filters", "compile_v5_filter"]
-
-
-def _truthy(value: object) -> bool:
-    return value is True or value == "true"
-
-
-def _as_float(value: object) -> float | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return None
-    return None
 
 
 def _compare(op: str, left: float, right: float) -> bool:
@@ -57,11 +40,11 @@ def _v3_condition(cond: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
     key = str(cond.get("key", ""))
     want = cond.get("value")
     kind = cond.get("filterType") or "metadata"
-    ignore_case = _truthy(cond.get("ignoreCase"))
+    ignore_case = to_bool(cond.get("ignoreCase"))
     have = meta.get(key)
     result: bool
     if kind == "numeric":
-        left, right = _as_float(have), _as_float(want)
+        left, right = as_float(have), as_float(want)
         result = (
             left is not None
             and right is not None
@@ -83,7 +66,7 @@ def _v3_condition(cond: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
             result = str(have).lower() == str(want).lower()
         else:
             result = str(have) == str(want)
-    return (not result) if _truthy(cond.get("negate")) else result
+    return (not result) if to_bool(cond.get("negate")) else result
 
 
 def _v3_eval(node: object, meta: Mapping[str, Any]) -> bool:
@@ -105,7 +88,7 @@ def compile_v3_filters(filters: object) -> Predicate | None:
         return None
     if isinstance(filters, str):
         try:
-            filters = json.loads(filters)
+            filters = loads(filters)
         except ValueError:
             return None
     node = filters
@@ -131,7 +114,7 @@ def _v5_predicate(node: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
         if isinstance(want, bool) or isinstance(have, bool):
             equal = have is not None and str(have).lower() == str(want).lower()
         elif isinstance(want, int | float):
-            equal = _as_float(have) == float(want)
+            equal = as_float(have) == float(want)
         else:
             equal = have is not None and norm(have) == norm(want)
         return equal if op == "eq" else not equal
@@ -142,7 +125,7 @@ def _v5_predicate(node: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
         items = have if isinstance(have, list) else []
         found = any(str(i) == str(want) for i in items)
         return found if op == "arrayContains" else not found
-    left, right = _as_float(have), _as_float(want)
+    left, right = as_float(have), as_float(want)
     return left is not None and right is not None and _compare(op, left, right)
 
 

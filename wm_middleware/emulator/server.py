@@ -2,7 +2,7 @@
 
 Contract:
 
-* :class:`EmulatorServer` is an :class:`~wm_middleware.emulator.app.Emulator` that
+* :class:`EmulatorServer` is an :class:`~wm_middleware.emulator.core.Emulator` that
   can run uvicorn on a daemon thread. ``start()`` binds ``host:port`` itself (port
   ``0`` picks a free port, exposed as :attr:`EmulatorServer.port`) and returns only
   once the server accepts connections; ``stop()`` releases hung requests, shuts
@@ -24,8 +24,9 @@ from typing import Any
 
 import uvicorn
 
-from .app import Emulator, create_app
-from .faults import LatencySpec
+from .app import create_app
+from .core import Emulator
+from .latency import LatencySpec
 from .store import DEFAULT_CONTAINER_TAG, SeedMemory
 
 __all__ = ["EmulatorServer", "serve"]

@@ -1,4 +1,4 @@
-"""Cache keys: query normalisation and order-independent freezing of parameters.
+"""Cache keys: query normalisation, order-independent freezing of parameters, and their memo.
 
 A key must be hashable, cheap to build on the hit path, and must never let two requests that could
 get different answers share an entry. So:
@@ -127,15 +127,17 @@ class KeyMemo:
     writes of a dict are atomic under the GIL, so no lock is needed.
     """
 
-    __slots__ = ("_params", "_queries", "_size", "named_keys")
+    __slots__ = ("_named", "_params", "_queries", "_size")
 
     def __init__(self, size: int) -> None:
         self._size = size
-        self._queries: dict[str, str] = {}
-        self._params: dict[tuple[Any, ...], Key] = {}
-        # named()'s table, public because ``WorkingMemory.search`` probes it inline (named()
-        # says what a slot is). Emptied in place, never replaced, so a bound ``get`` stays valid.
-        self.named_keys: dict[tuple[Any, ...], Key] = {}
+        self._queries: dict[str, str] = {}  # query as given -> normalised
+        self._params: dict[tuple[Any, ...], Key] = {}  # key()'s stand-ins -> keys
+        self._named: dict[tuple[Any, ...], Key] = {}  # search_key()'s stand-ins -> keys
+
+    def __len__(self) -> int:
+        """Keys memoised now, in every table."""
+        return len(self._queries) + len(self._params) + len(self._named)
 
     def query(self, query: object) -> str:
         """:func:`normalise_query`, memoised."""
@@ -193,52 +195,69 @@ class KeyMemo:
             self._params[stand_in] = key
         return key
 
-    def named(self, query: object, container_tags: Any, limit: Any, params: dict[str, Any]) -> Key:
-        """:func:`make_key` of ``query`` with ``params`` and the two parameters ``search`` names.
+    def search_key(
+        self, query: object, container_tags: Any, limit: Any, params: dict[str, Any]
+    ) -> Key:
+        """:func:`make_key` of a search: ``params`` plus the two parameters ``search`` names.
 
-        ``search`` calls this when its own probe of :attr:`named_keys` found nothing (or could
-        not be tried), so this builds the key and memoises it without probing again. ``params``
-        holds the other parameters (it is added to when there are some: then the key goes
-        through :meth:`key`). With none, the slot is ``(query, limit, tuple(container_tags))``,
-        or ``(query, limit)`` when no tags are given. Only an int limit (a bool is no int here)
-        and a list or tuple of str as tags are memoised, and ``search`` probes only with an int
-        limit or none, so a stand-in equals a memoised one exactly when the keys are equal (a
-        tag equal to a str is that str in JSON too).
+        ``container_tags`` and ``limit`` are :data:`UNSET` when not given. ``params`` holds the
+        other parameters (the named ones are added to it when there are some: the key then goes
+        through :meth:`key`). With none, the key is memoised in a slot of its own, the stand-in
+        ``(query, limit, tuple(container_tags))`` (``(query, limit)`` without tags), probed
+        first. Only an int limit (a bool is no int here) and a short list or tuple of str as
+        tags are memoised, and the probe is tried only with an int limit or none, so a probe
+        finds a slot exactly when the keys are equal (a tag equal to a str is that str in JSON
+        too).
         """
-        others = bool(params)
-        if container_tags is not UNSET:
-            params["container_tags"] = container_tags
-        if limit is not UNSET:
-            params["limit"] = limit
-        if others:
+        if not params and container_tags is UNSET and limit is UNSET:
+            normalised = self._queries.get(query) if type(query) is str else None
+            return self.query(query) if normalised is None else normalised
+        if params:
+            if container_tags is not UNSET:
+                params["container_tags"] = container_tags
+            if limit is not UNSET:
+                params["limit"] = limit
             return self.key(query, params)
-        key = make_key(self.query(query), params)  # refuses what cannot be a key
-        if (
-            type(query) is not str
-            or len(query) > _MEMO_MAX_CHARS
-            or not (limit is UNSET or type(limit) is int)
-        ):
-            return key
-        stand_in: tuple[Any, ...]
-        kind = type(container_tags)
-        if container_tags is UNSET:
-            stand_in = (query, limit)
-        elif (
-            (kind is list or kind is tuple)
-            and len(container_tags) <= _MEMO_MAX_TAGS
-            and all(type(tag) is str for tag in container_tags)
-            and sum(map(len, container_tags)) <= _MEMO_MAX_CHARS
-        ):
-            stand_in = (query, limit, tuple(container_tags))
-        else:
-            return key
-        if len(self.named_keys) >= self._size:
-            self.named_keys.clear()
-        self.named_keys[stand_in] = key
+        # The slot to probe: only with an int limit (or none) and a list or tuple of tags (or none).
+        stand_in: tuple[Any, ...] | None = None
+        if limit is UNSET or type(limit) is int:
+            kind = type(container_tags)
+            if kind is list or kind is tuple:
+                stand_in = (query, limit, tuple(container_tags))
+            elif container_tags is UNSET:
+                stand_in = (query, limit)
+        if stand_in is not None:
+            try:
+                key = self._named.get(stand_in)
+            except TypeError:  # an unhashable query or tag: make_key refuses it clearly
+                stand_in = key = None
+            if key is not None:
+                return key
+        named: dict[str, Any] = {}
+        if container_tags is not UNSET:
+            named["container_tags"] = container_tags
+        if limit is not UNSET:
+            named["limit"] = limit
+        key = make_key(self.query(query), named)  # refuses what cannot be a key
+        if stand_in is not None and _memoisable(query, container_tags):
+            if len(self._named) >= self._size:
+                self._named.clear()
+            self._named[stand_in] = key
         return key
 
     def clear(self) -> None:
         """Forget every memoised query."""
         self._queries.clear()
         self._params.clear()
-        self.named_keys.clear()
+        self._named.clear()
+
+
+def _memoisable(query: object, container_tags: Any) -> bool:
+    """True when a :meth:`KeyMemo.search_key` slot for these arguments is worth keeping."""
+    if type(query) is not str or len(query) > _MEMO_MAX_CHARS:
+        return False
+    return container_tags is UNSET or (
+        len(container_tags) <= _MEMO_MAX_TAGS
+        and all(type(tag) is str for tag in container_tags)
+        and sum(map(len, container_tags)) <= _MEMO_MAX_CHARS
+    )

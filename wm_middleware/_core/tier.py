@@ -2,7 +2,7 @@
 
 Lookup order is: L1, then the in-process flight, then the shared tier, then the fetch. The
 working memory calls the tier only from the leader of an in-process flight, so one process sends
-at most one tier request per key at a time. Knows nothing of Redis: ``RedisTier`` implements it.
+at most one tier request per flight at a time. Knows nothing of Redis: ``RedisTier`` implements it.
 
 Contract for an implementation:
 
@@ -19,13 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
+
+from .outcomes import TierOutcome
 
 __all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierOutcome", "TierResult"]
-
-TierOutcome = Literal["fetched", "shared_hit", "shared_wait"]
-"""How the tier produced a value: this process fetched it, it was stored in the shared tier, or
-another process fetched it while this one waited."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,145 @@
+"""Fixtures and helpers every test directory shares.
+
+* The emulator: ``emulator_server`` (one real HTTP server on a free loopback port for the whole
+  session), ``emulator`` (that server, clean, for one test), ``second_emulator_server`` /
+  ``second_emulator`` (an independent second server, for tests that need two upstreams), and
+  :func:`clean` for module-scoped fixtures that seed the session server themselves.
+* :func:`free_port`: a free loopback TCP port.
+* :func:`wait_until` (sync) and :func:`until` (async): poll a condition, bounded. A bound is a
+  guard against a hang, never a timing assertion.
+* The installed SDK generation: :data:`SDK_MAJOR`, the ``v3_only`` / ``v5_only`` marks and
+  :func:`sdk_client`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import socket
+import time
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:  # imported by the fixtures: tests that never start it need no server extra
+    from wm_middleware.emulator import EmulatorServer
+
+__all__ = [
+    "SDK_MAJOR",
+    "clean",
+    "free_port",
+    "sdk_client",
+    "until",
+    "v3_only",
+    "v5_only",
+    "wait_until",
+]
+
+# -- the installed SDK generation ----------------------------------------------------------------
+
+try:
+    SDK_MAJOR = importlib.metadata.version("supermemory").split(".")[0]
+    """``"3"`` or ``"5"``: the major version of the installed supermemory, ``""`` if none."""
+except importlib.metadata.PackageNotFoundError:  # pragma: no cover
+    SDK_MAJOR = ""
+
+v3_only = pytest.mark.skipif(SDK_MAJOR != "3", reason="needs the supermemory 3.x SDK")
+v5_only = pytest.mark.skipif(SDK_MAJOR != "5", reason="needs the supermemory 5.x SDK")
+
+
+def sdk_client(mode: str, base_url: str, api_key: str, **options: Any) -> Any:
+    """A client of the installed supermemory: ``Supermemory``, or ``AsyncSupermemory`` when
+    ``mode`` is ``"async"``; ``options`` (``max_retries``, ``timeout``, ...) are passed on."""
+    import supermemory
+
+    if mode not in ("sync", "async"):
+        raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
+    cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
+    return cls(api_key=api_key, base_url=base_url, **options)
+
+
+# -- ports and polling ---------------------------------------------------------------------------
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` (loopback) at the time of the call."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
+
+
+def wait_until(
+    predicate: Callable[[], object],
+    limit: float = 10.0,
+    *,
+    what: str = "condition",
+    interval: float = 0.005,
+) -> None:
+    """Return once ``predicate()`` is true; fail after ``limit`` seconds (a bound that a
+    passing run never reaches, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {limit} s")
+        time.sleep(interval)
+
+
+async def until(
+    condition: Callable[[], object],
+    what: str = "condition",
+    *,
+    limit: float = 10.0,
+    interval: float = 0.001,
+) -> None:
+    """Yield to the event loop until ``condition()`` holds; fail after ``limit`` seconds (a
+    bound, not a measurement)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what} not reached within {limit} s")
+        await asyncio.sleep(interval)
+
+
+# -- the emulator --------------------------------------------------------------------------------
+
+
+def clean(server: EmulatorServer) -> EmulatorServer:
+    """``server`` as a fresh one: no data, counts or faults, no latency, no indexing delay, and
+    any API key accepted."""
+    server.reset()
+    server.set_latency(None)
+    server.set_indexing_delay(0)
+    server.api_keys = None
+    return server
+
+
+@pytest.fixture(scope="session")
+def emulator_server() -> Iterator[EmulatorServer]:
+    """One emulator on a free loopback port for the session; use ``emulator`` for a clean one
+    per test, or :func:`clean` it in a module-scoped fixture."""
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer(seed=3) as server:
+        yield server
+
+
+@pytest.fixture
+def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
+    """The session's emulator with no data, counts, faults, latency or indexing delay."""
+    return clean(emulator_server)
+
+
+@pytest.fixture(scope="session")
+def second_emulator_server() -> Iterator[EmulatorServer]:
+    """A second, independent emulator for the session (two upstreams, two base URLs)."""
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer(seed=4) as server:
+        yield server
+
+
+@pytest.fixture
+def second_emulator(second_emulator_server: EmulatorServer) -> EmulatorServer:
+    """The second emulator, clean."""
+    return clean(second_emulator_server)

@@ -1,0 +1,690 @@
+"""The working memory: a thin facade composing the store, the flight group and the shared tier.
+
+Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque. Who holds what:
+
+* :class:`~.store.Store` holds the entries (LRU + TTL, pins, scopes); this module's lock
+  serialises every change to it. A hit (:meth:`WorkingMemory.lookup`) takes no lock: see the
+  store's docstring.
+* :class:`~.flight.Group` decides who fetches a missing key and who waits, under a lock of its
+  own, and tells a leader whether it may store (the invalidation-during-a-fetch story is told in
+  ``flight.py``). Lock order: the group's lock, then this one; never the other way round.
+* The leader's work is written once as steps on data (:class:`_Plan` in, ``(value, outcome)``
+  out): re-check the store, fetch (directly or through the shared tier), commit. Only the fetch
+  step has a sync and an async driver.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import inspect
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar, cast
+
+from .flight import AsyncLead, Flight, Group, Lead
+from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
+from .outcomes import MISSING, SERVED, CacheStats, Counters, LeaderOutcome, Loaded
+from .store import Entry, Store
+from .tier import SharedCodec, SharedTier, TierResult
+
+__all__ = ["WorkingMemory", "check_ttl"]
+
+T = TypeVar("T")
+_Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, and what it found
+
+
+def check_ttl(name: str, value: object) -> float:
+    """``value`` as seconds, or a clear error naming ``name``: a finite number > 0, not a bool."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    seconds = float(value)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return seconds
+
+
+def _not_callable(fetch: object) -> TypeError:
+    return TypeError(f"fetch must be callable, not {type(fetch).__name__}")
+
+
+def _check_fetch(fetch: object, *, is_async: bool) -> None:
+    if not callable(fetch):
+        raise _not_callable(fetch)
+    if not is_async and inspect.iscoroutinefunction(fetch):
+        raise TypeError("fetch is an async function: use asearch / aload for it, not search / load")
+
+
+def _call_sync(fetch: Callable[[], Any]) -> Any:
+    """``fetch()``, refusing an awaitable: caching one would hand out a spent coroutine."""
+    value = fetch()
+    if inspect.isawaitable(value):
+        if isinstance(value, Coroutine):
+            value.close()  # never awaited, and never will be: no "never awaited" warning
+        raise TypeError(
+            "fetch returned an awaitable: use asearch / aload for an async fetch, not search / load"
+        )
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What a leader loads: where the value goes and how it crosses the tier."""
+
+    key: Key
+    scopes: tuple[Hashable, ...]
+    ttl: float
+    codec: SharedCodec | None
+    refresh: bool = False  # a background refresh: no re-check, and a failure re-arms it
+
+
+class _Ran:
+    """What the fetch did when the tier called it: tells the fetch's exception from the tier's."""
+
+    __slots__ = ("outcome",)
+
+    def __init__(self) -> None:
+        self.outcome: tuple[bool, Any] | None = None  # (fetched, value or exception)
+
+    def calling(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
+        def guarded() -> Any:
+            try:
+                value = _call_sync(fetch)
+            except BaseException as error:
+                self.outcome = (False, error)
+                raise
+            self.outcome = (True, value)
+            return value
+
+        return guarded
+
+    def acalling(self, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+        async def guarded() -> Any:
+            try:
+                value = await fetch()
+            except BaseException as error:
+                self.outcome = (False, error)
+                raise
+            self.outcome = (True, value)
+            return value
+
+        return guarded
+
+
+class _ByKey:
+    """The key-level interface client adapters and the runtime call (lookup, load, aload,
+    drop_local, stats), and the leader's steps behind it. :class:`WorkingMemory` adds the
+    query-level interface."""
+
+    _ttl: float
+    _refresh_after: float | None
+    _clock: Callable[[], float]
+    _copy: bool
+    _keys: KeyMemo
+    _counts: Counters
+    _flights: Group
+    _lock: threading.Lock
+    _shared: SharedTier | None
+    _store: Store
+
+    # -- by key: what client adapters call -----------------------------------------------------
+    def lookup(
+        self,
+        key: Key,
+        fetch: Callable[[], Any] | None = None,
+        *,
+        is_async: bool = False,
+        codec: SharedCodec | None = None,
+    ) -> Any:
+        """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
+
+        Lock-free (see ``store.py``). With ``refresh_after`` set and ``fetch`` given, an old
+        enough hit also starts the single background refresh of its key: in a thread, or in a
+        task of the running asyncio loop when ``is_async`` (then ``fetch`` returns an awaitable),
+        through the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key``
+        themselves (any hashable); on ``MISSING`` they call :meth:`load`.
+        """
+        now = self._clock()
+        entry = self._store.find(key, now)
+        if entry is None:
+            return MISSING
+        if entry.fresh <= now and fetch is not None and self._refresh_after is not None:
+            self._start_refresh(entry, fetch, is_async, codec)
+        self._counts.hits += 1
+        return self._copied(entry.value) if self._copy else entry.value
+
+    def load(
+        self,
+        key: Key,
+        fetch: Callable[[], Any],
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+        codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
+    ) -> Loaded:
+        """Look ``key`` up; on a miss lead or join its single fetch, in this thread.
+
+        Callers share a fetch only when both ``key`` and ``flight`` match (``None``: the key
+        itself), so callers whose requests differ in what decides the outcome (retries,
+        timeouts...) pass different ``flight`` keys; the value is stored under ``key`` either
+        way. The leader asks the shared tier, if any, which may answer from its store, from
+        another process's fetch, or by running ``fetch``. The result is stored under ``key`` for
+        ``ttl`` seconds (default: the memory's) with ``scopes`` for :meth:`invalidate_scope`,
+        unless an invalidation or ``set`` of the key came meanwhile. ``info`` is this caller's
+        handle (e.g. a span context); a follower gets the leader's in :attr:`Loaded.leader`.
+        Counts exactly one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to
+        every caller sharing it and is cached nowhere. ``codec`` says how the value crosses the
+        shared tier (see :class:`~wm_middleware._core.tier.SharedCodec`).
+
+        Raises:
+            TypeError, ValueError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
+            RuntimeError: ``fetch`` asked for ``key`` while computing it.
+        """
+        _check_fetch(fetch, is_async=False)
+        plan = _Plan(key, scopes, self._ttl if ttl is None else check_ttl("ttl", ttl), codec)
+        led, leading, leader = self._flights.do(
+            key, self._lead(plan, fetch), flight=flight, scopes=scopes, info=info
+        )
+        return self._loaded(led, leading, info, leader)
+
+    async def aload(
+        self,
+        key: Key,
+        fetch: Callable[[], Awaitable[Any]],
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+        codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
+    ) -> Loaded:
+        """Async :meth:`load`.
+
+        Under asyncio the leader's fetch runs in a task of its own: a cancelled caller never
+        cancels it for the others; it is cancelled only when every caller waiting for it is
+        gone. Under another event loop (trio, through anyio) no asyncio loop runs: the caller
+        leads the fetch in its own task (threads and asyncio callers may join it), or fetches
+        alone when a flight of the key runs already; the result is stored by the same rule.
+        """
+        _check_fetch(fetch, is_async=True)
+        plan = _Plan(key, scopes, self._ttl if ttl is None else check_ttl("ttl", ttl), codec)
+        led, leading, leader = await self._flights.ado(
+            key, self._alead(plan, fetch), flight=flight, scopes=scopes, info=info
+        )
+        return self._loaded(led, leading, info, leader)
+
+    def drop_local(
+        self,
+        *,
+        keys: Iterable[Hashable] = (),
+        scopes: Iterable[Hashable] = (),
+        everything: bool = False,
+    ) -> int:
+        """Drop matching entries of this process only, and detach matching flights.
+
+        What a shared tier calls when another process invalidates; never calls the tier back.
+        Returns how many entries were dropped.
+        """
+        keys, scopes = tuple(keys), tuple(scopes)
+        with self._flights.forgetting(keys, scopes, everything=everything), self._lock:
+            if everything:
+                self._keys.clear()  # the query text it holds lives no longer than the entries
+                return self._store.clear()
+            return self._store.drop(keys, scopes)
+
+    def stats(self) -> CacheStats:
+        """A snapshot of the counters, taken under the lock."""
+        inflight = len(self._flights)  # ends dead flights first, so takes the group's lock
+        shared_errors = self._counts.shared_faults
+        if self._shared is not None:
+            try:
+                shared_errors += self._shared.errors
+            except Exception:  # a broken tier must not break the stats (or the telemetry)
+                pass
+        counts, store = self._counts, self._store
+        with self._lock:
+            return CacheStats(
+                hits=counts.hits,
+                misses=counts.misses,
+                coalesced=counts.coalesced + self._flights.joined,
+                evictions=store.evictions,
+                expirations=store.expirations,
+                invalidations=store.invalidations,
+                size=len(store),
+                inflight=inflight,
+                shared_hits=counts.shared_hits,
+                shared_waits=counts.shared_waits,
+                shared_errors=shared_errors,
+            )
+
+    # -- the leader's steps ---------------------------------------------------------------------
+    def _copied(self, value: Any) -> Any:
+        return _copy.deepcopy(value) if self._copy else value
+
+    def _recheck(self, plan: _Plan, count: bool) -> _Led | None:
+        """Step 1: the key may have been stored since the caller's lock-free miss."""
+        if plan.refresh:
+            return None
+        with self._lock:
+            entry = self._store.lookup(plan.key, self._clock())
+        if entry is None:
+            return None
+        self._counts.hits += count
+        return entry.value, "hit"
+
+    def _fetch(self, plan: _Plan, fetch: Callable[[], Any], count: bool) -> TierResult:
+        """Step 2, sync: the fetch, or the shared tier around it. Counts the leader's lookup."""
+        if self._shared is None:
+            self._counts.misses += count  # before the fetch: waiters see it counted
+            return TierResult(_call_sync(fetch), "fetched")
+        ran = _Ran()
+        try:
+            try:
+                result = self._shared.load(
+                    plan.key, plan.scopes, plan.ttl, ran.calling(fetch), plan.codec
+                )
+            except Exception as error:
+                result = self._tier_fault(error, ran) or TierResult(ran.calling(fetch)(), "fetched")
+        except BaseException:
+            self._counts.misses += count  # the fetch ran, and failed
+            raise
+        if count:
+            self._counts.led(result.outcome)
+        return result
+
+    async def _afetch(
+        self, plan: _Plan, fetch: Callable[[], Awaitable[Any]], count: bool
+    ) -> TierResult:
+        """Step 2, async: as :meth:`_fetch`."""
+        if self._shared is None:
+            self._counts.misses += count
+            return TierResult(await fetch(), "fetched")
+        ran = _Ran()
+        try:
+            try:
+                result = await self._shared.aload(
+                    plan.key, plan.scopes, plan.ttl, ran.acalling(fetch), plan.codec
+                )
+            except Exception as error:
+                result = self._tier_fault(error, ran) or TierResult(
+                    await ran.acalling(fetch)(), "fetched"
+                )
+        except BaseException:
+            self._counts.misses += count
+            raise
+        if count:
+            self._counts.led(result.outcome)
+        return result
+
+    def _tier_fault(self, error: Exception, ran: _Ran) -> TierResult | None:
+        """Sort out an exception out of the tier's load: the fetch's own, or the tier's fault.
+
+        The tier should absorb its own failures (see ``tier.py``); one that does not is counted
+        as a shared error and never reaches the caller. The fetch's exception propagates
+        unchanged. A tier that broke after the fetch ran yields the fetched value; one that
+        broke before it yields ``None``: the caller then runs the fetch itself.
+        """
+        if ran.outcome is None:
+            self._counts.shared_faults += 1
+            return None
+        fetched, got = ran.outcome
+        if not fetched:
+            raise error if got is error else got
+        self._counts.shared_faults += 1
+        return TierResult(got, "fetched")
+
+    def _commit(self, flight: Flight, plan: _Plan, result: TierResult) -> _Led:
+        """Step 3: store the result, unless an invalidation detached the flight meanwhile."""
+        kept = self._copied(result.value) if result.keep_local else None
+        with self._flights.committing(flight) as current, self._lock:
+            if current and result.keep_local:
+                self._store.put(plan.key, kept, plan.ttl, plan.scopes, self._clock())
+            elif plan.refresh:
+                self._store.rearm(plan.key, self._clock())
+        return result.value, result.outcome
+
+    def _failed(self, plan: _Plan) -> None:
+        if plan.refresh:  # the old value stays until its TTL; a later hit retries
+            with self._lock:
+                self._store.rearm(plan.key, self._clock())
+
+    # -- the drivers: the same steps, the fetch awaited or not ---------------------------------
+    def _lead(self, plan: _Plan, fetch: Callable[[], Any]) -> Lead:
+        def lead(flight: Flight, count: bool) -> _Led:
+            led = self._recheck(plan, count)
+            if led is not None:
+                return led
+            try:
+                result = self._fetch(plan, fetch, count)
+            except BaseException:
+                self._failed(plan)
+                raise
+            return self._commit(flight, plan, result)
+
+        return lead
+
+    def _alead(self, plan: _Plan, fetch: Callable[[], Awaitable[Any]]) -> AsyncLead:
+        async def lead(flight: Flight, count: bool) -> _Led:
+            led = self._recheck(plan, count)
+            if led is not None:
+                return led
+            try:
+                result = await self._afetch(plan, fetch, count)
+            except BaseException:
+                self._failed(plan)
+                raise
+            return self._commit(flight, plan, result)
+
+        return lead
+
+    def _loaded(self, led: _Led, leading: bool, info: object, leader: object) -> Loaded:
+        """What a caller of load / aload reads, from what :class:`Group` returned."""
+        value, outcome = led
+        if not leading:
+            return Loaded(self._copied(value), "coalesced", "local", leader)
+        served, tier = SERVED[outcome]
+        return Loaded(self._copied(value), served, tier, info if served == "miss" else None)
+
+    def _start_refresh(
+        self, entry: Entry, fetch: Callable[[], Any], is_async: bool, codec: SharedCodec | None
+    ) -> None:
+        with self._lock:
+            if not self._store.claim_refresh(entry, self._clock()):
+                return
+        plan = _Plan(entry.key, entry.scopes, entry.ttl, codec, refresh=True)
+        lead = self._alead(plan, fetch) if is_async else self._lead(plan, fetch)
+        if not self._flights.refresh(entry.key, entry.scopes, lead, is_async=is_async):
+            self._failed(plan)  # a flight of the key runs already, or no loop runs to refresh in
+
+
+class WorkingMemory(_ByKey, Generic[T]):
+    """An LRU + TTL cache of search results with single-flight fetching.
+
+    Args (all keyword-only):
+        max_entries: how many unpinned entries to keep. When full, expired entries go first,
+            then the least recently used.
+        ttl: default seconds an entry lives, checked on read against ``clock``.
+        clock: a monotonic clock in seconds (tests pass a fake one).
+        refresh_after: seconds after which a hit returns the stored value at once and starts one
+            background refresh of it (stale-while-revalidate). Must be below ``ttl``. A refresh
+            keeps the entry's own ``ttl``; one that fails leaves the old value until it expires.
+        shared: an optional second tier shared with other processes (``RedisTier``). Lookups go
+            L1, then the in-process flight, then the tier, then the fetch. ``get``, ``set``,
+            ``has`` and ``pin`` stay local; ``invalidate``, ``invalidate_scope`` and ``clear``
+            reach the tier too.
+        copy: ``False`` (the default): every caller gets the very object that was stored, so a
+            caller that mutates its result changes what the next caller gets. ``True``: the
+            value is deep-copied (:func:`copy.deepcopy`) when stored and again for every caller
+            (hit, miss or coalesced), so no caller's mutation ever reaches the cache or another
+            caller. Off by default because a deep copy costs on every hit (about 250 µs for a
+            search response of 10 results, against well under 1 µs for a hit without it).
+            ``instrument()`` and ``wrap()`` need neither: they store an immutable snapshot and
+            build a fresh object per caller.
+
+    Keys are the query (outer whitespace stripped, inner runs folded, case kept) plus every
+    keyword parameter, order-independent.
+
+    Raises:
+        TypeError, ValueError: on a bad argument, with a message naming it.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_entries: int = 100,
+        ttl: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_after: float | None = None,
+        shared: SharedTier | None = None,
+        copy: bool = False,
+    ) -> None:
+        if isinstance(max_entries, bool) or not isinstance(max_entries, int):
+            raise TypeError(f"max_entries must be an int, not {type(max_entries).__name__}")
+        if max_entries < 1:
+            raise ValueError(f"max_entries must be >= 1, got {max_entries}")
+        self._ttl = check_ttl("ttl", ttl)
+        if not callable(clock):
+            raise TypeError(f"clock must be callable, not {type(clock).__name__}")
+        if refresh_after is not None:
+            refresh_after = check_ttl("refresh_after", refresh_after)
+            if refresh_after >= self._ttl:
+                raise ValueError(
+                    f"refresh_after must be below ttl ({self._ttl}), got {refresh_after}"
+                )
+        if shared is not None and not isinstance(shared, SharedTier):
+            raise TypeError(
+                f"shared must be a SharedTier (e.g. RedisTier), not {type(shared).__name__}"
+            )
+        if not isinstance(copy, bool):
+            raise TypeError(f"copy must be a bool, not {type(copy).__name__}")
+        self._max_entries = max_entries
+        self._refresh_after = refresh_after
+        self._clock = clock
+        self._shared = shared
+        self._copy = copy
+        self._lock = threading.Lock()  # serialises every change to the store
+        self._store = Store(max_entries, refresh_after)
+        self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
+        self._flights = Group()
+        self._counts = Counters()
+        if shared is not None:
+            shared.bind(self)
+
+    # -- configuration -------------------------------------------------------------------------
+    @property
+    def max_entries(self) -> int:
+        """How many unpinned entries are kept."""
+        return self._max_entries
+
+    @property
+    def ttl(self) -> float:
+        """The default time to live, in seconds."""
+        return self._ttl
+
+    @property
+    def refresh_after(self) -> float | None:
+        """Age in seconds after which a hit triggers a background refresh, or ``None``."""
+        return self._refresh_after
+
+    @property
+    def shared(self) -> SharedTier | None:
+        """The shared second tier, or ``None``."""
+        return self._shared
+
+    @property
+    def copy(self) -> bool:
+        """Whether values are deep-copied on the way in and out (see the class docstring)."""
+        return self._copy
+
+    @property
+    def refreshing(self) -> int:
+        """Background refreshes still running (also those whose key was invalidated since)."""
+        return self._flights.background
+
+    def __repr__(self) -> str:
+        return (
+            f"WorkingMemory(max_entries={self._max_entries}, ttl={self._ttl}, "
+            f"refresh_after={self._refresh_after}, size={len(self)})"
+        )
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    # -- by query ------------------------------------------------------------------------------
+    def search(
+        self,
+        query: str,
+        fetch: Callable[[], T],
+        *,
+        ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
+        **params: Any,
+    ) -> T:
+        """Return the cached value for ``query`` and ``params``, or call ``fetch()`` once for it.
+
+        Concurrent callers of one key (threads, or a mix with :meth:`asearch`) share one call of
+        ``fetch``. Its exception reaches every caller sharing it and is not cached. ``ttl``
+        overrides the default for the stored value; it is checked on a hit too. Every option is
+        keyword-only. ``container_tags`` and ``limit`` are parameters like any other (named or
+        in ``**params``, they make the same key); they are named because most searches carry
+        them, and their key is memoised as they come.
+
+        Raises:
+            TypeError: ``fetch`` is not callable, is an ``async def`` function or returns an
+                awaitable (nothing is cached); a parameter cannot be frozen into a key.
+            ValueError: a bad ``ttl``, or parameters nested too deeply.
+            RuntimeError: ``fetch`` asked for its own key while computing it.
+        """
+        key = self._keys.search_key(query, container_tags, limit, params)
+        if ttl is not None:
+            check_ttl("ttl", ttl)
+        if not callable(fetch):
+            raise _not_callable(fetch)
+        now = self._clock()
+        entry = self._store.find(key, now)
+        if entry is not None and entry.fresh > now:  # a plain hit: no refresh is due
+            self._counts.hits += 1
+            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        value = self.lookup(key, fetch)  # a hit due a refresh, or a miss
+        if value is not MISSING:
+            return cast(T, value)
+        return cast(T, self.load(key, fetch, ttl=ttl, scopes=self._scopes(query, key)).value)
+
+    async def asearch(
+        self,
+        query: str,
+        fetch: Callable[[], Awaitable[T]],
+        *,
+        ttl: float | None = None,
+        container_tags: Any = UNSET,
+        limit: Any = UNSET,
+        **params: Any,
+    ) -> T:
+        """Async :meth:`search`: ``fetch()`` returns an awaitable. See :meth:`aload`."""
+        key = self._keys.search_key(query, container_tags, limit, params)
+        if ttl is not None:
+            check_ttl("ttl", ttl)
+        if not callable(fetch):
+            raise _not_callable(fetch)
+        now = self._clock()
+        entry = self._store.find(key, now)
+        if entry is not None and entry.fresh > now:  # as in search()
+            self._counts.hits += 1
+            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        value = self.lookup(key, fetch, is_async=True)
+        if value is not MISSING:
+            return cast(T, value)
+        loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._scopes(query, key))
+        return cast(T, loaded.value)
+
+    def _scopes(self, query: str, key: Key) -> tuple[Hashable, ...]:
+        # A query's plain entry is keyed by the query; its parameter variants carry it as a scope.
+        return () if type(key) is str else (self._keys.query(query),)
+
+    def get(self, query: str, **params: Any) -> T | None:
+        """The live value for ``query`` and ``params``, or ``None``. Counts a hit or a miss."""
+        key = make_key(query, params)
+        with self._lock:
+            entry = self._store.lookup(key, self._clock())
+        if entry is None:
+            self._counts.misses += 1
+            return None
+        self._counts.hits += 1
+        return cast(T, self._copied(entry.value))
+
+    def set(
+        self, query: str, value: T, *, ttl: float | None = None, pin: bool = False, **params: Any
+    ) -> None:
+        """Store ``value`` for ``query`` and ``params``; ``pin=True`` pins it on insert.
+
+        Setting a pinned key replaces its value and keeps it pinned. An explicit set wins over a
+        fetch or refresh of the key in flight: that one still answers its own callers, but its
+        result is not stored. Local to this process, even with a shared tier.
+        """
+        key = make_key(query, params)
+        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
+        scopes = (normalise_query(query),) if params else ()
+        kept = self._copied(value)
+        with self._flights.forgetting(keys=(key,)), self._lock:
+            self._store.put(key, kept, seconds, scopes, self._clock(), pin=pin)
+
+    def has(self, query: str, **params: Any) -> bool:
+        """True when a live entry exists. Counts nothing and does not refresh recency."""
+        return self._store.has(make_key(query, params), self._clock())
+
+    def pin(self, query: str, **params: Any) -> bool:
+        """Pin a live entry: immune to LRU eviction and expiry until unpinned. True if pinned."""
+        key = make_key(query, params)
+        with self._lock:
+            return self._store.pin(key, self._clock())
+
+    def unpin(self, query: str, **params: Any) -> bool:
+        """Return a pinned entry to the LRU as most recent, with a fresh TTL. True if unpinned."""
+        key = make_key(query, params)
+        with self._lock:
+            return self._store.unpin(key, self._clock(), self._ttl)
+
+    # -- invalidation --------------------------------------------------------------------------
+    def invalidate(self, query: str | None = None, **params: Any) -> int:
+        """Drop entries and return how many were dropped here.
+
+        ``invalidate()`` drops everything; ``invalidate(q)`` drops every entry of query ``q``
+        whatever its parameters; ``invalidate(q, **params)`` drops that one entry. A fetch in
+        flight for a dropped key still answers its own callers but never stores its result, and
+        callers arriving afterwards start a new fetch. The shared tier, if any, is told too.
+        """
+        if query is None:
+            if params:
+                raise TypeError("invalidate() with parameters needs a query")
+            dropped = self.drop_local(everything=True)
+            self._tell_tier(None, ())
+            return dropped
+        if params:
+            key = make_key(query, params)
+            dropped = self.drop_local(keys=(key,))
+            self._tell_tier((key,), ())
+            return dropped
+        normalised = normalise_query(query)
+        dropped = self.drop_local(keys=(normalised,), scopes=(normalised,))
+        self._tell_tier((normalised,), (normalised,))
+        return dropped
+
+    def invalidate_scope(self, *scopes: Hashable) -> int:
+        """Drop every entry carrying any of ``scopes``; return how many were dropped here.
+
+        Adapters tag entries with scopes (a tenant, a container tag, a namespace) when they store
+        them; a write then drops exactly what it could have changed. In-flight fetches carrying a
+        scope are detached as by :meth:`invalidate`. The shared tier, if any, is told too.
+        """
+        if not scopes:
+            return 0
+        dropped = self.drop_local(scopes=scopes)
+        self._tell_tier((), scopes)
+        return dropped
+
+    def clear(self) -> None:
+        """Drop every entry (pinned ones too), detach every fetch in flight, tell the tier."""
+        self.invalidate()
+
+    def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
+        """Pass an invalidation on to the shared tier (``keys=None``: everything).
+
+        Called outside the locks: the tier calls :meth:`drop_local` of every bound memory, this
+        one included. A tier that raises is counted as a shared error; the caller's write does
+        not fail for it.
+        """
+        shared = self._shared
+        if shared is None:
+            return
+        try:
+            if keys is None:
+                shared.clear()
+            else:
+                shared.invalidate(keys=keys, scopes=scopes)
+        except Exception:
+            self._counts.shared_faults += 1

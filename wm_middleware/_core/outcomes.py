@@ -1,0 +1,148 @@
+"""How a lookup ended, in one vocabulary: what callers read, what the counters count.
+
+A lookup ends in exactly one :data:`Outcome` (``hit``, ``miss`` or ``coalesced``) served by one
+:data:`Tier` (``local`` or ``shared``). The leader of a fetch learns from the shared tier how the
+value was produced (:data:`TierOutcome`), or finds the value stored already (``"hit"``), which
+:data:`SERVED` maps to the caller's words. :class:`Counters` holds the lookup counters the
+memory's :class:`CacheStats` reports; the store counts what happens to entries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+__all__ = [
+    "MISSING",
+    "SERVED",
+    "CacheStats",
+    "Counters",
+    "LeaderOutcome",
+    "Loaded",
+    "Outcome",
+    "Tier",
+    "TierOutcome",
+]
+
+Outcome = Literal["hit", "miss", "coalesced"]
+"""How a caller got its value: stored already, fetched by this call, or shared another's fetch."""
+
+Tier = Literal["local", "shared"]
+"""Which tier served the value: this process's memory, or the tier shared with other processes."""
+
+TierOutcome = Literal["fetched", "shared_hit", "shared_wait"]
+"""How the tier produced a value: this process fetched it, it was stored in the shared tier, or
+another process fetched it while this one waited."""
+
+LeaderOutcome = Literal["hit", "fetched", "shared_hit", "shared_wait"]
+"""What a flight's leader found: the key stored meanwhile (``hit``), or a :data:`TierOutcome`."""
+
+SERVED: Final[dict[LeaderOutcome, tuple[Outcome, Tier]]] = {
+    "hit": ("hit", "local"),
+    "fetched": ("miss", "local"),
+    "shared_hit": ("hit", "shared"),
+    "shared_wait": ("coalesced", "shared"),
+}
+"""A leader's outcome as its caller reads it. A caller that joined a local flight is
+``("coalesced", "local")`` whatever its leader found."""
+
+
+class _Missing:
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Final = _Missing()
+"""What a lookup returns for a key that holds no live value (``None`` is a valid value)."""
+
+
+class Counters:
+    """The lookup counters of one memory, written without a lock.
+
+    ``x += 1`` on an attribute is not atomic across threads in every interpreter, but under the
+    GIL a lost increment needs a thread switch inside it; the counters are statistics, and a
+    snapshot of them is taken under the memory's lock. Callers that join a local flight are
+    counted by the flight group (``Group.joined``), not here.
+    """
+
+    __slots__ = ("coalesced", "hits", "misses", "shared_faults", "shared_hits", "shared_waits")
+
+    def __init__(self) -> None:
+        self.hits = 0
+        self.misses = 0
+        self.coalesced = 0  # waits for another process's fetch; local joins are the group's
+        self.shared_hits = 0
+        self.shared_waits = 0
+        self.shared_faults = 0  # tier exceptions the tier should have absorbed itself
+
+    def led(self, outcome: LeaderOutcome) -> None:
+        """Count the lookup of a flight's leader by what it found."""
+        if outcome == "hit":
+            self.hits += 1
+        elif outcome == "shared_hit":
+            self.hits += 1
+            self.shared_hits += 1
+        elif outcome == "shared_wait":
+            self.coalesced += 1
+            self.shared_waits += 1
+        else:
+            self.misses += 1
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """A consistent snapshot of a :class:`WorkingMemory`'s counters.
+
+    Every lookup (``get``, ``search``, ``asearch``, ``load``, ``aload``) counts exactly one of
+    ``hits``, ``misses`` and ``coalesced`` (joined a fetch already in flight). ``evictions`` are
+    LRU drops at ``max_entries``; ``expirations`` are entries found, or dropped to make room, past
+    their TTL; ``invalidations`` are entries dropped by ``invalidate``, ``invalidate_scope``,
+    ``clear`` or the shared tier. ``size`` counts pinned entries too; ``inflight`` is the number
+    of fetches running now.
+
+    With a shared tier: a value the tier had stored is a hit and also a ``shared_hit``; a lookup
+    that waited for another process's fetch is ``coalesced`` and also a ``shared_wait``; ``misses``
+    are the fetches this process ran. ``shared_errors`` are tier operations that failed or timed
+    out and were treated as a miss.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    coalesced: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    invalidations: int = 0
+    size: int = 0
+    inflight: int = 0
+    shared_hits: int = 0
+    shared_waits: int = 0
+    shared_errors: int = 0
+
+    @property
+    def lookups(self) -> int:
+        """Every counted lookup."""
+        return self.hits + self.misses + self.coalesced
+
+    @property
+    def hit_ratio(self) -> float:
+        """Share of lookups that did not start a fetch of their own (0.0 with no lookups)."""
+        lookups = self.lookups
+        return (self.hits + self.coalesced) / lookups if lookups else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """What :meth:`WorkingMemory.load` returns: the value and how it was obtained.
+
+    ``outcome`` is ``"hit"``, ``"miss"`` (this call ran the fetch) or ``"coalesced"`` (it shared
+    another caller's fetch). ``tier`` is ``"shared"`` when the shared tier served it (a shared hit,
+    or another process's fetch), else ``"local"``. ``leader`` is the ``info`` of the call whose
+    fetch produced the value (this call's own on a miss; ``None`` on a hit or a shared result).
+    """
+
+    value: Any
+    outcome: Outcome
+    tier: Tier
+    leader: object
