@@ -3,6 +3,7 @@
 python3 -m nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
 python3 -m nox -s tests-sdk3    # one of them
 python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
+python3 -m nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
 on the newest supported ``python3.X`` found on PATH.
@@ -79,3 +80,35 @@ def docs(session: nox.Session) -> None:
     session.run(
         "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
     )
+
+
+# Phoenix and the SDK 3.x integrations pin incompatible FastAPI releases: the server gets an
+# environment of its own, inside this session's directory.
+PHOENIX = "arize-phoenix>=12,<30"
+
+
+@nox.session(python=PYTHON)
+def phoenix(session: nox.Session) -> None:
+    """Opt-in: the demo and an instrument() app export to Arize Phoenix (started on loopback
+    by the test) over http/protobuf and gRPC; the spans are read back from its REST API."""
+    import os
+    from pathlib import Path
+
+    session.install("-e", ".[test,demo,otlp]", *SDK3[:2])
+    server = Path(session.create_tmp()) / "phoenix-server"
+    if not (server / "bin" / "phoenix").exists():
+        session.run("python", "-m", "venv", "--clear", str(server))
+        session.run(
+            str(server / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            PHOENIX,
+            external=True,
+        )
+    env = {
+        "WM_TEST_PHOENIX": "1",
+        "WM_TEST_PHOENIX_PYTHON": os.fspath(server / "bin" / "python"),
+    }
+    session.run("pytest", "-q", "tests/telemetry/test_phoenix.py", *session.posargs, env=env)

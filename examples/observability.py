@@ -29,7 +29,7 @@ from contextlib import contextmanager
 import supermemory
 
 import wm_middleware
-from wm_middleware._otlp import DEFAULT_PORTS, otlp_protocol, probe
+from wm_middleware._telemetry.otlp import DEFAULT_PORTS, otlp_protocol, probe
 
 CONTAINER_TAG = "user-alex"
 

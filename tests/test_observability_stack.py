@@ -147,6 +147,7 @@ PROMETHEUS_NAMES = {
     "wm.cache.evictions": "wm_cache_evictions_total",
     "wm.cache.expirations": "wm_cache_expirations_total",
     "wm.cache.invalidations": "wm_cache_invalidations_total",
+    "gen_ai.client.operation.duration": "gen_ai_client_operation_duration_seconds",
 }
 CACHED_JOB = "agent-cached"
 UNCACHED_JOB = "agent-uncached"
@@ -464,11 +465,14 @@ def test_dashboard_panels() -> None:
 
 def test_dashboard_uses_contract_metric_names() -> None:
     known = set(PROMETHEUS_NAMES.values()) | {
-        PROMETHEUS_NAMES["wm.search.duration"] + suffix for suffix in ("_bucket", "_sum", "_count")
+        PROMETHEUS_NAMES[histogram] + suffix
+        for histogram in ("wm.search.duration", "gen_ai.client.operation.duration")
+        for suffix in ("_bucket", "_sum", "_count")
     }
+    labels = {"wm_cache_result", "gen_ai_operation_name"}
     for title, expr in _panel_queries(_load_dashboard()):
-        names = set(re.findall(r"\b(wm_[a-z_]+)\b", expr)) - {"wm_cache_result"}
-        assert names, f"{title}: no wm_* metric"
+        names = set(re.findall(r"\b((?:wm|gen_ai)_[a-z_]+)\b", expr)) - labels
+        assert names, f"{title}: no wm_* or gen_ai_* metric"
         assert names <= known, f"{title}: unknown metrics {names - known}"
 
 

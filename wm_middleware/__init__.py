@@ -28,7 +28,24 @@ With supermemory 3.x (what supermemory-openai-sdk and the other integrations pin
     print(memory.stats())   # CacheStats(hits=1, misses=1, coalesced=0, ...)
 
 Or without monkeypatching: ``cached = wm_middleware.wrap(client)`` is a cached copy of either
-generation's client; ``client`` stays uncached.
+generation's client; ``client`` stays uncached. Every option of ``instrument()`` and ``wrap()`` is
+keyword-only; a setting not passed comes from its ``WM_MIDDLEWARE_*`` variable, else its default
+(``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``store_id``, ``freshness``,
+``settle_interval``, ``settle_max``, ``openinference``, ``trace_hits``, ``httpx``: the table is in
+docs/configuration.md). ``instrument()`` imports no client library: each is patched when the
+application imports it.
+
+Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
+variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
+application's own ``wm_middleware.instrument(...)`` returns that memory when its settings are the
+loader's; with other settings it re-instruments and returns the new memory, which is then the one
+``working_memory`` gives.
+
+Loaded on first use, so that their optional dependencies are imported only when needed:
+
+* ``RedisTier``: the shared tier on Redis or Valkey (the ``redis`` extra);
+* ``CachingTransport``, ``AsyncCachingTransport``: httpx transports caching the API's reads;
+* ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra).
 
 What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
 ``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
@@ -39,6 +56,7 @@ part of the key.
 
 from __future__ import annotations
 
+from importlib.util import find_spec as _find_spec
 from typing import Any
 
 from ._core import CacheStats, WorkingMemory
@@ -76,3 +94,12 @@ def __getattr__(name: str) -> Any:
 
         return configure_otlp
     raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    # The lazily loaded names too, for dir() and help(), without importing them; RedisTier only
+    # when redis-py is there, since help() gets every name it lists.
+    names = set(globals()) | set(__all__)
+    if _find_spec("redis") is None:
+        names.discard("RedisTier")
+    return sorted(names)

@@ -16,7 +16,6 @@ see the mark and pass the call straight through, so nothing is cached or traced 
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -26,7 +25,7 @@ from typing import Any, Final, TypeVar
 from opentelemetry.instrumentation.utils import is_instrumentation_enabled
 
 from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
-from ._telemetry import INVALIDATED, GuardedSpan, Telemetry, error_type, records_of
+from ._telemetry import ReadObservation, Telemetry
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 
@@ -96,6 +95,10 @@ class Read:
     count: Callable[[Any], int | None] = field(default=_no_count)
     # How a snapshot (what ``encode`` made) crosses the shared tier; None: the tier's own rule.
     share: SharedCodec | None = None
+    # The single-flight key: callers join a flight only when key and flight match; None: the key.
+    flight: Hashable | None = None
+    # The one record a read by id targets (``gen_ai.memory.record.id``), else None.
+    record_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,9 +109,15 @@ class Write:
     scopes: tuple[Hashable, ...]
     server: tuple[str, int | None]
     deletes: bool = False
-    # Records a batch or bulk write attempts, counted in its request body; ``None``: one for a
-    # single-record write, else unknown (see ``Telemetry.write_span``).
+    # Records the write attempts (``gen_ai.memory.record.count``). With ``operation_name`` set,
+    # ``None`` means unknown; without it, one for a single-record write, else unknown (derived
+    # from ``operation``: the fallback until every adapter names its operation).
     records: int | None = None
+    # The semconv operation: create_memory | update_memory | upsert_memory | delete_memory | ...;
+    # None: derived from ``operation`` and ``deletes``.
+    operation_name: str | None = None
+    # The one record an update or delete targets (``gen_ai.memory.record.id``), else None.
+    record_id: str | None = None
 
 
 class Runtime:
@@ -137,36 +146,38 @@ class Runtime:
 
     # -- reads ---------------------------------------------------------------------------------
     # ``read`` and ``aread`` are thin shells over the same decisions: ``_route`` (pass through,
-    # bypass or cache), ``WorkingMemory.lookup``, then ``_hit`` or ``_done`` / ``_failed``. Only
-    # the fetch wrapper and the wait for ``load`` / ``aload`` differ between them.
+    # bypass or cache), ``WorkingMemory.lookup``, then ``load`` / ``aload``. Telemetry is entered
+    # once: the read's observation begins with the read and is finished once with its outcome.
     def read(self, read: Read, fetch: Callable[[], T]) -> T:
         """Serve ``read`` from the cache, or run ``fetch`` once for every concurrent caller."""
         route = self._route()
         if route is _PASS:
             return fetch()
         if route is _BYPASS:
-            return self.bypass(read.operation, read.server, fetch, read.query, read.count)
-        start = time.perf_counter()
+            return self.bypass(read.operation, read.server, fetch, read.query, read.count, read)
+        observation = self.telemetry.begin_read(read)
         memory = self.memory
         if self._refreshes:
             stored = memory.lookup(read.key, _encoded(read, fetch), codec=read.share)
         else:
             stored = memory.lookup(read.key)  # the hit path: nothing built for a miss
         if stored is not MISSING:
-            return self._hit(read, start, stored)  # type: ignore[no-any-return]
-        with self.telemetry.read_span(read.operation, read.server, read.query) as span:
-            try:
-                loaded = memory.load(
-                    read.key,
-                    _encoded(read, fetch),
-                    scopes=read.scopes,
-                    info=span.get_span_context(),
-                    codec=read.share,
-                )
-            except BaseException as error:
-                self._failed(span, error, read.operation, start)
-                raise
-            return self._done(span, read, loaded, start)  # type: ignore[no-any-return]
+            value = read.decode(stored)
+            observation.hit(value)
+            return value  # type: ignore[no-any-return]
+        try:
+            loaded = memory.load(
+                read.key,
+                observation.fetching(_encoded(read, fetch)),
+                scopes=read.scopes,
+                info=observation,
+                codec=read.share,
+                flight=read.flight,
+            )
+        except BaseException as error:
+            observation.fail(error)
+            raise
+        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
@@ -174,8 +185,10 @@ class Runtime:
         if route is _PASS:
             return await fetch()
         if route is _BYPASS:
-            return await self.abypass(read.operation, read.server, fetch, read.query, read.count)
-        start = time.perf_counter()
+            return await self.abypass(
+                read.operation, read.server, fetch, read.query, read.count, read
+            )
+        observation = self.telemetry.begin_read(read)
         memory = self.memory
         if self._refreshes:
             stored = memory.lookup(
@@ -184,20 +197,22 @@ class Runtime:
         else:
             stored = memory.lookup(read.key)
         if stored is not MISSING:
-            return self._hit(read, start, stored)  # type: ignore[no-any-return]
-        with self.telemetry.read_span(read.operation, read.server, read.query) as span:
-            try:
-                loaded = await memory.aload(
-                    read.key,
-                    _aencoded(read, fetch),
-                    scopes=read.scopes,
-                    info=span.get_span_context(),
-                    codec=read.share,
-                )
-            except BaseException as error:
-                self._failed(span, error, read.operation, start)
-                raise
-            return self._done(span, read, loaded, start)  # type: ignore[no-any-return]
+            value = read.decode(stored)
+            observation.hit(value)
+            return value  # type: ignore[no-any-return]
+        try:
+            loaded = await memory.aload(
+                read.key,
+                observation.afetching(_aencoded(read, fetch)),
+                scopes=read.scopes,
+                info=observation,
+                codec=read.share,
+                flight=read.flight,
+            )
+        except BaseException as error:
+            observation.fail(error)
+            raise
+        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     def _route(self) -> object:
         """How a read goes: through an outer layer, uncached (observed), or through the cache."""
@@ -207,47 +222,20 @@ class Runtime:
             return _BYPASS
         return _CACHE
 
-    def _hit(self, read: Read, start: float, stored: Any) -> Any:
-        """A hit of this process's memory (tier ``local``): decode, count, maybe trace."""
-        value = read.decode(stored)
-        telemetry = self.telemetry
-        telemetry.count("hit", read.operation)
-        if telemetry.trace_hits:
-            telemetry.hit_span(read.operation, read.server, read.query, value, read.count, "local")
-            telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
-        elif telemetry.sample_hit():
-            telemetry.record_duration(time.perf_counter() - start, "hit", read.operation)
-        return value
-
-    def _done(self, span: Any, read: Read, loaded: Loaded, start: float) -> Any:
-        """Decode and record a read that went past the lock-free lookup.
+    @staticmethod
+    def _done(observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
+        """Decode a read that went past the lock-free lookup and finish its observation.
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
-        ``wm.cache.tier`` span attribute (hits served by ``_hit`` are all "local").
+        ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
         value = read.decode(loaded.value)
-        result = loaded.outcome
-        telemetry = self.telemetry
-        telemetry.count(result, read.operation)
-        telemetry.end_read(
-            span,
-            result,
-            records_of(read.count, value),
-            loaded.leader if result == "coalesced" else None,
-            None if result == "miss" else loaded.tier,
-        )
-        telemetry.record_duration(time.perf_counter() - start, result, read.operation)
+        observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value
 
-    def _failed(self, span: Any, error: BaseException, operation: str, start: float) -> None:
-        telemetry = self.telemetry
-        telemetry.count("miss", operation)
-        telemetry.fail(span, error, "miss")
-        telemetry.record_duration(time.perf_counter() - start, "miss", operation, error_type(error))
-
     # -- calls that must not be cached ---------------------------------------------------------
-    # ``bypass`` / ``abypass`` and ``write`` / ``awrite`` are thin shells: the decisions and the
-    # telemetry live once in ``_bypassing`` and ``_writing``; only the call differs.
+    # ``bypass`` / ``abypass`` and ``write`` / ``awrite`` are thin shells: the decisions live
+    # once in ``_bypassing`` and ``_writing``; only the call differs.
     def bypass(
         self,
         operation: str,
@@ -255,12 +243,19 @@ class Runtime:
         call: Callable[[], T],
         query: str | None = None,
         count: Callable[[Any], int | None] = _no_count,
+        read: Read | None = None,
     ) -> T:
-        """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed."""
+        """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed.
+
+        ``read`` describes the call when there is one (its ``record_id`` goes on the span);
+        else ``operation``, ``server``, ``query`` and ``count`` do.
+        """
         if _HANDLING.get():
             return call()
-        with self._bypassing(operation, server, query) as span:
-            return self._bypassed(span, call(), count)
+        with self._bypassing(_described(read, operation, server, query, count)) as observation:
+            value = call()
+        observation.bypassed(value)
+        return value
 
     async def abypass(
         self,
@@ -269,46 +264,30 @@ class Runtime:
         call: Callable[[], Awaitable[T]],
         query: str | None = None,
         count: Callable[[Any], int | None] = _no_count,
+        read: Read | None = None,
     ) -> T:
         """Async :meth:`bypass`."""
         if _HANDLING.get():
             return await call()
-        with self._bypassing(operation, server, query) as span:
-            return self._bypassed(span, await call(), count)
+        with self._bypassing(_described(read, operation, server, query, count)) as observation:
+            value = await call()
+        observation.bypassed(value)
+        return value
 
     @contextmanager
-    def _bypassing(
-        self, operation: str, server: tuple[str, int | None], query: str | None
-    ) -> Iterator[GuardedSpan | None]:
-        """Count one bypass and mark the call handled (inner layers pass it through); with
-        instrumentation enabled, also its span (yielded) and its duration."""
-        telemetry = self.telemetry
-        telemetry.count("bypass", operation)
+    def _bypassing(self, read: Read) -> Iterator[ReadObservation]:
+        """Mark the call handled (inner layers pass it through) around its observation, whose
+        span is current (with instrumentation enabled); a failure finishes it."""
+        observation = self.telemetry.begin_bypass(read, traced=is_instrumentation_enabled())
         token = _HANDLING.set(True)
         try:
-            if not is_instrumentation_enabled():
-                yield None
-                return
-            start = time.perf_counter()
-            with telemetry.read_span(operation, server, query) as span:
-                try:
-                    yield span
-                except BaseException as error:
-                    telemetry.fail(span, error, "bypass")
-                    telemetry.record_duration(
-                        time.perf_counter() - start, "bypass", operation, error_type(error)
-                    )
-                    raise
-            telemetry.record_duration(time.perf_counter() - start, "bypass", operation)
+            with observation.calling():
+                yield observation
+        except BaseException as error:
+            observation.fail(error)
+            raise
         finally:
             _HANDLING.reset(token)
-
-    def _bypassed(
-        self, span: GuardedSpan | None, value: T, count: Callable[[Any], int | None]
-    ) -> T:
-        if span is not None:
-            self.telemetry.end_read(span, "bypass", records_of(count, value), None)
-        return value
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, write: Write, call: Callable[[], T]) -> T:
@@ -327,7 +306,7 @@ class Runtime:
 
     @contextmanager
     def _writing(self, write: Write) -> Iterator[None]:
-        """Around a write: its span (unless an outer layer owns it, or instrumentation is
+        """Around a write: its observation (unless an outer layer owns it, or instrumentation is
         suppressed), and the invalidation of its scopes afterwards, success or not."""
         if _HANDLING.get() or not is_instrumentation_enabled():
             try:
@@ -335,26 +314,31 @@ class Runtime:
             finally:
                 self.memory.invalidate_scope(*write.scopes)
             return
-        with self.telemetry.write_span(
-            write.operation, write.server, write.deletes, write.records
-        ) as span:
-            token = _HANDLING.set(True)
-            try:
-                yield
-            except BaseException as error:
-                self.telemetry.fail(span, error)
-                raise
-            finally:
-                _HANDLING.reset(token)
-                self._invalidate(span, write)
-
-    def _invalidate(self, span: Any, write: Write) -> None:
-        dropped = self.memory.invalidate_scope(*write.scopes)
+        observation = self.telemetry.begin_write(write)
+        token = _HANDLING.set(True)
+        error: BaseException | None = None
         try:
-            if span.is_recording():
-                span.set_attribute(INVALIDATED, dropped)
-        except Exception:  # pragma: no cover - telemetry never reaches the caller
-            pass
+            with observation.running():
+                yield
+        except BaseException as raised:
+            error = raised
+            raise
+        finally:
+            _HANDLING.reset(token)
+            observation.finish(self.memory.invalidate_scope(*write.scopes), error)
+
+
+def _described(
+    read: Read | None,
+    operation: str,
+    server: tuple[str, int | None],
+    query: str | None,
+    count: Callable[[Any], int | None],
+) -> Read:
+    """The :class:`Read` a bypass observes: the one given, else one built from its parts."""
+    if read is not None:
+        return read
+    return Read(operation, None, (), server, query, count=count)
 
 
 def _hear_tier(memory: WorkingMemory[Any], telemetry: Telemetry) -> None:

@@ -1,8 +1,9 @@
 """instrument() / uninstrument(): thread-safe, reversible by identity, configured without surprises.
 
 Runs under either SDK generation: the patched attributes are those of the installed supermemory.
-Configuration from ``WM_MIDDLEWARE_*`` is read only for settings not passed, and a bad value is one
-log line naming the variable, never a traceback, also under the real ``opentelemetry-instrument``.
+Configuration from ``WM_MIDDLEWARE_*`` is read only for settings not passed; a bad value is a
+``ValueError`` naming the variable from a code call, and one log line naming it, never a
+traceback, under the real ``opentelemetry-instrument``.
 """
 
 from __future__ import annotations
@@ -159,14 +160,30 @@ async def test_instrument_twice_is_harmless_and_uninstrument_sends_calls_upstrea
 
 
 # -- environment ----------------------------------------------------------------------------------
-@pytest.mark.parametrize("variable", sorted(ENV))
-def test_a_bad_variable_does_not_affect_explicit_configuration(
+MEMORY_VARIABLES = ("WM_MIDDLEWARE_MAX_ENTRIES", "WM_MIDDLEWARE_SHARED_URL", "WM_MIDDLEWARE_TTL")
+
+
+@pytest.mark.parametrize("variable", MEMORY_VARIABLES)
+def test_a_given_memory_covers_the_variables_of_the_memory(
     originals: dict[str, Any], clean_env: pytest.MonkeyPatch, variable: str
 ) -> None:
     clean_env.setenv(variable, ENV[variable])
     mine = WorkingMemory[Any](ttl=5)
     assert wm_middleware.instrument(working_memory=mine) is mine
     _one_layer(originals)
+
+
+@pytest.mark.parametrize("variable", sorted(set(ENV) - set(MEMORY_VARIABLES)))
+def test_a_bad_variable_fails_a_code_call_naming_it(
+    originals: dict[str, Any], clean_env: pytest.MonkeyPatch, variable: str
+) -> None:
+    # Once a defect: a code call ignored WM_MIDDLEWARE_CACHE and the others (issue 19, item 2).
+    clean_env.setenv(variable, ENV[variable])
+    with pytest.raises(ValueError, match=variable) as raised:
+        wm_middleware.instrument(working_memory=WorkingMemory[Any](ttl=5))
+    assert repr(ENV[variable]) in str(raised.value)
+    assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
+    assert _patched_attributes() == originals
 
 
 def test_the_instrumentor_reads_only_the_variables_it_was_not_given(

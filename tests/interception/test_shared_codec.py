@@ -73,7 +73,7 @@ async def test_a_read_shared_as_json_comes_back_equal_and_of_the_clients_own_typ
     expected = await done(call(generation.client(mode, emulator.base_url)))
     tier = LocalTier()
     first = wm_middleware.wrap(
-        generation.client(mode, emulator.base_url), WorkingMemory(shared=tier)
+        generation.client(mode, emulator.base_url), working_memory=WorkingMemory(shared=tier)
     )
     fetched = await done(call(first))
     assert type(fetched) is type(expected)
@@ -83,7 +83,7 @@ async def test_a_read_shared_as_json_comes_back_equal_and_of_the_clients_own_typ
 
     requests = emulator.count()
     second = wm_middleware.wrap(
-        generation.client(mode, emulator.base_url), WorkingMemory(shared=tier)
+        generation.client(mode, emulator.base_url), working_memory=WorkingMemory(shared=tier)
     )
     shared = await done(call(second))
     assert emulator.count() == requests  # served by the tier, not upstream
@@ -104,7 +104,7 @@ async def test_the_codec_runs_only_when_the_tier_is_used(
     generation.seed(emulator)
     tier = LocalTier()
     memory: WorkingMemory[Any] = WorkingMemory(shared=tier)
-    client = wm_middleware.wrap(generation.client("sync", emulator.base_url), memory)
+    client = wm_middleware.wrap(generation.client("sync", emulator.base_url), working_memory=memory)
     _, call = READS[generation.major][0]
     for _ in range(3):
         call(client)

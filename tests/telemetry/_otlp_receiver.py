@@ -33,6 +33,8 @@ class Received:
     resources: list[dict[str, Any]] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
     raw: bytes = b""
+    # every exported metric with its resource's attributes, in arrival order
+    resource_metrics: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
 
 
 def value_of(any_value: Any) -> Any:
@@ -54,10 +56,12 @@ def _take_traces(got: Received, request: ExportTraceServiceRequest) -> None:
 
 def _take_metrics(got: Received, request: ExportMetricsServiceRequest) -> None:
     for resource_metrics in request.resource_metrics:
-        got.resources.append(attributes_of(resource_metrics.resource.attributes))
+        resource = attributes_of(resource_metrics.resource.attributes)
+        got.resources.append(resource)
         for scope in resource_metrics.scope_metrics:
             for metric in scope.metrics:
                 got.metrics.setdefault(metric.name, []).append(metric)
+                got.resource_metrics.append((resource, metric))
 
 
 class _Receiver(ThreadingHTTPServer):

@@ -16,6 +16,14 @@ from .conftest import Otel, make_read, make_runtime, make_write, until
 
 RECORDS = ("a", "b")
 ALLOWED_KEYS = {"wm.cache.result", "supermemory.operation", "error.type"}
+# gen_ai.client.operation.duration: the GenAI conventions' attributes, none naming a user.
+GENAI_KEYS = {
+    "gen_ai.operation.name",
+    "gen_ai.provider.name",
+    "server.address",
+    "server.port",
+    "error.type",
+}
 RESULTS = {"hit", "miss", "coalesced", "bypass"}
 
 
@@ -28,6 +36,7 @@ def test_instruments_names_units_and_kinds(otel: Otel) -> None:
     expected: dict[str, tuple[str, type, bool | None]] = {
         "wm.cache.requests": ("{request}", Sum, True),
         "wm.search.duration": ("s", Histogram, None),
+        "gen_ai.client.operation.duration": ("s", Histogram, None),
         "wm.cache.size": ("{entry}", Gauge, None),
         "wm.cache.inflight": ("{request}", Gauge, None),
         "wm.cache.evictions": ("{entry}", Sum, True),
@@ -152,7 +161,8 @@ def test_metric_attributes_are_low_cardinality(otel: Otel) -> None:
         points = list(metric.data.data_points)
         assert len(points) <= 8, f"{name}: {len(points)} series"
         for point in points:
-            assert set(point.attributes) <= ALLOWED_KEYS, name
+            allowed = GENAI_KEYS if name.startswith("gen_ai.") else ALLOWED_KEYS
+            assert set(point.attributes) <= allowed, name
             result = point.attributes.get("wm.cache.result")
             assert result is None or result in RESULTS
     for word in ("query-", "tag-", "tenant-", "user-"):

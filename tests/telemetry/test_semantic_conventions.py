@@ -4,7 +4,6 @@ defect 11), with the real OpenTelemetry SDK."""
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import pytest
@@ -14,8 +13,6 @@ from opentelemetry.trace import SpanKind, StatusCode
 from wm_middleware._runtime import Write
 from wm_middleware._telemetry import (
     CAPTURE_CONTENT_ENV,
-    SCHEMA_URL,
-    SEMCONV_VERSION,
     STORE_ID_ENV,
     records_attempted,
     write_operation_name,
@@ -144,18 +141,3 @@ def test_store_id_names_the_store_never_a_container_tag(
     assert (default.attributes or {})["gen_ai.memory.store.id"] == "supermemory"
     assert (named.attributes or {})["gen_ai.memory.store.id"] == "travel-assistant-memories"
     assert "user-alex" not in otel.exported_text()
-
-
-def test_schema_url_is_the_conventions_version_followed(otel: Otel) -> None:
-    make_runtime(otel).read(make_read(), lambda: RECORDS)
-    (span,) = otel.reads()
-    assert span.instrumentation_scope is not None
-    assert span.instrumentation_scope.schema_url == SCHEMA_URL
-    assert SCHEMA_URL.endswith(f"/{SEMCONV_VERSION}")
-    major, minor, _ = (int(part) for part in SEMCONV_VERSION.split("."))
-    assert (major, minor) >= (1, 41), "the gen_ai.memory.* attributes first appear in 1.41"
-    data = otel.collect()
-    assert data is not None
-    scopes = [s.scope for r in data.resource_metrics for s in r.scope_metrics]
-    assert {s.schema_url for s in scopes} == {SCHEMA_URL}
-    json.loads(span.to_json())

@@ -25,10 +25,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from .._core import CacheStats, WorkingMemory
-from .._instrumentor import instrument, uninstrument
+from .._instrumentor import instrument, uninstrument, wrap
 from .._otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
-from .._runtime import Runtime
-from .._telemetry import SEARCH_MEMORY, WRITE_SPANS, Telemetry
+from .._telemetry import OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
@@ -239,7 +238,8 @@ def _providers(
 ) -> tuple[TracerProvider, Any, InMemorySpanExporter, DeliveryCount | None]:
     """Tracer provider (in-memory exporter, plus OTLP when asked), meter provider, and the
     OTLP delivery count. A given ``meter_provider`` is used as it is."""
-    resource = Resource.create({"service.name": service_name})
+    # Phoenix-style backends group by openinference.project.name: one project per deployment.
+    resource = Resource.create({"service.name": service_name, OI_PROJECT: service_name})
     exporter = InMemorySpanExporter()
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(SimpleSpanProcessor(exporter))
@@ -310,6 +310,8 @@ def _httpx_traced() -> Iterator[bool]:
     """Trace the SDK's HTTP calls while the demo runs (opentelemetry-instrumentation-httpx, in
     the demo extra), so that a miss's request is a child of its ``search_memory`` span.
     Yields False where the instrumentation is missing or someone else already applied it."""
+    # The stable HTTP attribute names (http.request.method, url.full, ...), read once per process.
+    os.environ.setdefault("OTEL_SEMCONV_STABILITY_OPT_IN", "http")
     try:
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
     except ImportError:
@@ -353,13 +355,13 @@ def _caching(
         finally:
             uninstrument()
         return
-    from .._adapters import sdk3  # supermemory-openai-sdk drives the 3.x SDK
-
-    memory = WorkingMemory(max_entries=100, ttl=60.0)
-    runtime = Runtime(memory, Telemetry(tracer_provider, meter_provider), cache=cached)
-    wrapped = sdk3.wrap(tools.client, runtime)
-    if wrapped is None:
-        raise ValueError("--duration runs the demo on supermemory 3.x clients only")
+    wrapped = wrap(
+        tools.client,
+        cache=cached,
+        tracer_provider=tracer_provider,
+        meter_provider=meter_provider,
+    )
+    memory = wrapped.working_memory
     original, tools.client = tools.client, wrapped
     try:
         yield memory

@@ -1,0 +1,345 @@
+"""Every setting of ``instrument()``, ``wrap()`` and the ``opentelemetry-instrument`` loader.
+
+One frozen :class:`Settings`, one table of ``WM_MIDDLEWARE_*`` variables (:data:`OPTIONS`), one
+resolution for all three entry points: for each setting, the argument when one is passed (not
+``None``), else its environment variable when set and not blank, else its default.
+
+A bad value is refused at the boundary: a bad argument raises ``TypeError`` or ``ValueError``
+naming the argument, a bad variable raises ``ValueError`` naming the variable and quoting its
+value (without the password a URL may carry). The loader turns that ``ValueError`` into one log
+line and leaves the process uninstrumented.
+
+``docs/configuration.md`` holds :func:`table` as it is printed by
+``python -c "from wm_middleware._settings import table; print(table(), end='')"``; a test keeps
+the two equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+from ._core import SharedTier
+
+__all__ = [
+    "CACHE",
+    "FRESHNESS",
+    "HTTPX",
+    "MAX_ENTRIES",
+    "MEMORY_FIELDS",
+    "OPENINFERENCE",
+    "OPTIONS",
+    "REFRESH_AFTER",
+    "SETTLE_INTERVAL",
+    "SETTLE_MAX",
+    "SHARED_URL",
+    "STORE_ID",
+    "TRACE_HITS",
+    "TTL",
+    "Option",
+    "Settings",
+    "shown",
+    "table",
+]
+
+# -- the variables --------------------------------------------------------------------------------
+CACHE: Final = "WM_MIDDLEWARE_CACHE"
+"""``true|false``: ``false`` observes without caching (every read goes upstream, recorded as
+``bypass``). Default ``true``."""
+
+MAX_ENTRIES: Final = "WM_MIDDLEWARE_MAX_ENTRIES"
+"""An integer >= 1: how many answers the working memory keeps (least recently used goes first).
+Default ``100``."""
+
+TTL: Final = "WM_MIDDLEWARE_TTL"
+"""Seconds > 0: how long an answer is served from the working memory. Default ``60``."""
+
+REFRESH_AFTER: Final = "WM_MIDDLEWARE_REFRESH_AFTER"
+"""Seconds > 0, below the TTL: a hit older than this is served and refreshed in the background.
+Default unset (no refresh ahead)."""
+
+SHARED_URL: Final = "WM_MIDDLEWARE_SHARED_URL"
+"""A ``redis://``, ``rediss://`` or ``unix://`` URL: a shared tier (``RedisTier``) used by every
+process configured with it. Needs the ``redis`` extra. Default unset (no shared tier)."""
+
+STORE_ID: Final = "WM_MIDDLEWARE_STORE_ID"
+"""``gen_ai.memory.store.id`` on every span: the name of the memory store, never a user. Default
+unset (spans say ``supermemory``)."""
+
+FRESHNESS: Final = "WM_MIDDLEWARE_FRESHNESS"
+"""``true|false``: after a write, reads of what it changed wait for the write to be indexed
+instead of caching an answer from before it. Default ``true``."""
+
+SETTLE_INTERVAL: Final = "WM_MIDDLEWARE_SETTLE_INTERVAL"
+"""Seconds > 0 between two status checks of a pending write. Default ``1``."""
+
+SETTLE_MAX: Final = "WM_MIDDLEWARE_SETTLE_MAX"
+"""Seconds > 0: the longest a pending write is waited for before reads cache again. Default
+``60``."""
+
+OPENINFERENCE: Final = "WM_MIDDLEWARE_OPENINFERENCE"
+"""``true|false``: also set OpenInference attributes on spans (for Phoenix, Arize). Default
+``false``."""
+
+TRACE_HITS: Final = "WM_MIDDLEWARE_TRACE_HITS"
+"""``true|false``: a span per cache hit (``false``: hits are counted in metrics only). Default
+``true``."""
+
+HTTPX: Final = "WM_MIDDLEWARE_HTTPX"
+"""``true|false``: ``instrument()`` also caches plain ``httpx`` clients calling the API paths.
+Default ``false``. ``wrap()`` has no use for it."""
+
+_SHARED_SCHEMES: Final = ("redis://", "rediss://", "unix://")
+_TRUE: Final = frozenset({"true", "1", "yes", "on"})
+_FALSE: Final = frozenset({"false", "0", "no", "off"})
+
+
+# -- checks: one per kind of value; ``name`` is the argument or variable the value came from ------
+def _boolean(value: object, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise TypeError(f"{name} must be a bool, not {type(value).__name__}")
+    return value
+
+
+def _count(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name} must be an int, not {type(value).__name__}")
+    if value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return value
+
+
+def _seconds(value: object, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
+    return float(value)
+
+
+def _name(value: object, name: str) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str, not {type(value).__name__}")
+    if not value.strip():
+        raise ValueError(f"{name} must name the memory store, got an empty string")
+    return value
+
+
+def shown(url: str) -> str:
+    """``url`` quoted for an error message, without the password it may carry."""
+    return repr(re.sub(r"(?<=//)[^@/]*@", "***@", url))
+
+
+def _tier(value: object, name: str) -> str | SharedTier:
+    if isinstance(value, SharedTier):
+        return value
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a redis:// URL or a RedisTier, not {type(value).__name__}")
+    if not value.startswith(_SHARED_SCHEMES):
+        raise ValueError(f"{name} must be a redis://, rediss:// or unix:// URL, got {shown(value)}")
+    if importlib.util.find_spec("redis") is None:
+        raise ImportError(f"{name} needs redis-py: pip install 'wm-middleware[redis]'")
+    return value
+
+
+# -- parsers of a variable's text (stripped, not blank) into a value the check then sees ----------
+def _parse_boolean(raw: str, name: str) -> bool:
+    if raw.lower() in _TRUE:
+        return True
+    if raw.lower() in _FALSE:
+        return False
+    raise ValueError(f"{name} must be true or false, got {raw!r}")
+
+
+def _parse_number(kind: type[int] | type[float], rule: str) -> Callable[[str, str], Any]:
+    def parse(raw: str, name: str) -> Any:
+        try:
+            value = kind(raw)
+        except ValueError:
+            raise ValueError(f"{name} must be {rule}, got {raw!r}") from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be {rule}, got {raw!r}")
+        return value
+
+    return parse
+
+
+def _parse_text(raw: str, name: str) -> str:
+    return raw
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    """One setting: its field (and argument), its variable, default, rule and meaning."""
+
+    field: str
+    variable: str
+    default: Any
+    rule: str  # the values it takes, for the table and the error messages
+    meaning: str
+    check: Callable[[object, str], Any]
+    parse: Callable[[str, str], Any]
+
+    def value(self, argument: object, environ: Mapping[str, str]) -> Any:
+        """The argument if not ``None``, else the variable if set and not blank, else default."""
+        if argument is not None:
+            return self.check(argument, self.field)
+        raw = environ.get(self.variable, "").strip()
+        if not raw:
+            return self.default
+        try:
+            return self.check(self.parse(raw, self.variable), self.variable)
+        except (TypeError, ImportError) as error:  # from a variable, still a bad value
+            raise ValueError(str(error)) from None
+
+
+_SECONDS = _parse_number(float, "a number of seconds > 0")
+
+# fmt: off
+OPTIONS: Final[tuple[Option, ...]] = (
+    Option("cache", CACHE, True, "true or false",
+           "false observes without caching: every read goes upstream, recorded as bypass",
+           _boolean, _parse_boolean),
+    Option("max_entries", MAX_ENTRIES, 100, "an integer >= 1",
+           "answers the working memory keeps (least recently used goes first)",
+           _count, _parse_number(int, "an integer >= 1")),
+    Option("ttl", TTL, 60.0, "seconds > 0",
+           "how long an answer is served from the working memory",
+           _seconds, _SECONDS),
+    Option("refresh_after", REFRESH_AFTER, None, "seconds > 0, below ttl",
+           "a hit older than this is served and refreshed in the background",
+           _seconds, _SECONDS),
+    Option("shared", SHARED_URL, None, "a redis://, rediss:// or unix:// URL",
+           "a shared tier (RedisTier) for every process configured with it; the redis extra",
+           _tier, _parse_text),
+    Option("store_id", STORE_ID, None, "a name",
+           "gen_ai.memory.store.id on every span (unset: supermemory); names the store, "
+           "never a user", _name, _parse_text),
+    Option("freshness", FRESHNESS, True, "true or false",
+           "after a write, reads of what it changed wait for it to be indexed",
+           _boolean, _parse_boolean),
+    Option("settle_interval", SETTLE_INTERVAL, 1.0, "seconds > 0",
+           "seconds between two status checks of a pending write",
+           _seconds, _SECONDS),
+    Option("settle_max", SETTLE_MAX, 60.0, "seconds > 0, at least settle_interval",
+           "the longest a pending write is waited for (the settle window)",
+           _seconds, _SECONDS),
+    Option("openinference", OPENINFERENCE, False, "true or false",
+           "also set OpenInference attributes on spans",
+           _boolean, _parse_boolean),
+    Option("trace_hits", TRACE_HITS, True, "true or false",
+           "a span per cache hit (false: hits are counted in metrics only)",
+           _boolean, _parse_boolean),
+    Option("httpx", HTTPX, False, "true or false",
+           "instrument() also caches plain httpx clients calling the API paths",
+           _boolean, _parse_boolean),
+)
+# fmt: on
+
+MEMORY_FIELDS: Final = frozenset({"max_entries", "ttl", "refresh_after", "shared"})
+"""The settings of the working memory itself: with ``working_memory=`` they are that memory's."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """The configuration one ``instrument()``, ``wrap()`` or loader run uses.
+
+    Build it with :meth:`resolve`; the defaults here are those of :data:`OPTIONS`.
+    """
+
+    cache: bool = True
+    max_entries: int = 100
+    ttl: float = 60.0
+    refresh_after: float | None = None
+    shared: str | SharedTier | None = None
+    store_id: str | None = None
+    freshness: bool = True
+    settle_interval: float = 1.0
+    settle_max: float = 60.0
+    openinference: bool = False
+    trace_hits: bool = True
+    httpx: bool = False
+
+    @classmethod
+    def resolve(
+        cls,
+        arguments: Mapping[str, object],
+        environ: Mapping[str, str] | None = None,
+        *,
+        memory: Any = None,
+    ) -> Settings:
+        """Each setting from ``arguments`` (``None``: not passed), else ``environ``, else default.
+
+        With ``memory`` (a ``WorkingMemory`` the caller gives), the memory's own settings are
+        taken from it and their variables are not read; passing one of them beside it is an
+        error, as it would be silently ignored.
+
+        Raises:
+            TypeError: an argument of the wrong type, or an unknown argument.
+            ValueError: a bad argument value (naming the argument) or a bad variable (naming
+                the variable), ``refresh_after`` not below ``ttl`` or ``settle_interval`` above
+                ``settle_max``.
+        """
+        environ = os.environ if environ is None else environ
+        unknown = set(arguments) - {option.field for option in OPTIONS}
+        if unknown:
+            raise TypeError(f"unknown setting(s): {', '.join(sorted(unknown))}")
+        values: dict[str, Any] = {}
+        for option in OPTIONS:
+            argument = arguments.get(option.field)
+            if memory is not None and option.field in MEMORY_FIELDS:
+                if argument is not None and not (
+                    option.field == "shared" and argument is memory.shared
+                ):
+                    raise ValueError(
+                        f"pass {option.field}= to the WorkingMemory you give "
+                        f"(WorkingMemory({option.field}=...)), not beside it"
+                    )
+                values[option.field] = getattr(memory, option.field)
+                continue
+            values[option.field] = option.value(argument, environ)
+        settings = cls(**values)
+        settings._check_together(memory is None)
+        return settings
+
+    def _check_together(self, own_memory: bool) -> None:
+        refresh, ttl = self.refresh_after, self.ttl
+        if own_memory and refresh is not None and refresh >= ttl:
+            raise ValueError(
+                f"refresh_after ({REFRESH_AFTER}) must be below ttl ({TTL}), "
+                f"got {refresh} and {ttl}"
+            )
+        if self.settle_interval > self.settle_max:
+            raise ValueError(
+                f"settle_interval ({SETTLE_INTERVAL}) must not exceed settle_max ({SETTLE_MAX}), "
+                f"got {self.settle_interval} and {self.settle_max}"
+            )
+
+    def changes(self, other: Settings) -> dict[str, tuple[Any, Any]]:
+        """``field -> (this value, other's value)`` for every field in which the two differ."""
+        return {
+            field.name: (getattr(self, field.name), getattr(other, field.name))
+            for field in dataclasses.fields(self)
+            if getattr(self, field.name) != getattr(other, field.name)
+        }
+
+
+def table() -> str:
+    """The settings as a Markdown table: argument, variable, default, values, meaning."""
+    rows = [
+        "| Argument | Variable | Default | Values | Meaning |",
+        "|---|---|---|---|---|",
+    ]
+    for option in OPTIONS:
+        default = "unset" if option.default is None else repr(option.default)
+        rows.append(
+            f"| `{option.field}` | `{option.variable}` | {default} | {option.rule} "
+            f"| {option.meaning} |"
+        )
+    return "\n".join(rows) + "\n"

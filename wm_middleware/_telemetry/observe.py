@@ -1,0 +1,254 @@
+"""One observation per call: begun when a read or write starts, finished once with its outcome.
+
+:class:`ReadObservation` is what :meth:`Telemetry.begin_read` returns. The runtime hands its
+fetch through :meth:`ReadObservation.fetching` and ends it with exactly one of
+:meth:`~ReadObservation.hit`, :meth:`~ReadObservation.done` or :meth:`~ReadObservation.fail`.
+
+The span's kind is known before it starts: a read whose own fetch runs is a request to the
+memory service (``CLIENT``), started by the fetch wrapper when the fetch begins, back-dated to
+the start of the read, and current while the fetch runs (the HTTP span is its child). A read
+served without its own fetch (a hit, a coalesced read, a value another process fetched) makes
+no request: its ``INTERNAL`` span is made once the outcome is known, with the read's start
+time. A hit with ``trace_hits=False`` makes no span at all and is counted in a plain integer.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from opentelemetry.trace import SpanKind
+from opentelemetry.util.types import AttributeValue
+
+from . import names
+from .openinference import read_attributes, read_metadata
+from .spans import GuardedSpan, current, error_type, records_of, start
+
+if TYPE_CHECKING:
+    from .._runtime import Read, Write
+    from . import Telemetry
+
+__all__ = ["ReadObservation", "WriteObservation"]
+
+
+def _wall_ns(started: float) -> int:
+    """Epoch nanoseconds of the ``perf_counter`` reading ``started``."""
+    return time.time_ns() - int((time.perf_counter() - started) * 1e9)
+
+
+class ReadObservation:
+    """One read through the cache (or one bypass), from its start to its outcome."""
+
+    __slots__ = ("_bypass", "_read", "_span", "_start", "_telemetry")
+
+    def __init__(
+        self, telemetry: Telemetry, read: Read, bypass: bool = False, traced: bool = True
+    ) -> None:
+        self._telemetry = telemetry
+        self._read = read
+        self._bypass = bypass
+        self._start = time.perf_counter()
+        self._span: GuardedSpan | None = None
+        if bypass and traced:  # goes upstream, whatever happens: its CLIENT span starts now
+            self._span = self._open(SpanKind.CLIENT, None)
+
+    @property
+    def span(self) -> GuardedSpan | None:
+        """The span of the read's own request, once it has one (the leader's link target)."""
+        return self._span
+
+    # -- the fetch ------------------------------------------------------------------------------
+    def fetching(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
+        """``fetch`` under this read's ``CLIENT`` span, started when the fetch begins."""
+
+        def fetch_traced() -> Any:
+            with current(self._client_span()):
+                return fetch()
+
+        return fetch_traced
+
+    def afetching(self, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
+        """Async :meth:`fetching`: the span is current inside the fetch's own task."""
+
+        async def fetch_traced() -> Any:
+            with current(self._client_span()):
+                return await fetch()
+
+        return fetch_traced
+
+    @contextmanager
+    def calling(self) -> Iterator[None]:
+        """Around a bypassed call: its span (started at begin) is current."""
+        if self._span is None:
+            yield
+            return
+        with current(self._span):
+            yield
+
+    def _client_span(self) -> GuardedSpan:
+        if self._span is None:  # a caller that leads again after a dead flight keeps its span
+            self._span = self._open(SpanKind.CLIENT, _wall_ns(self._start))
+        return self._span
+
+    # -- outcomes (exactly one per read) --------------------------------------------------------
+    def hit(self, value: Any) -> None:
+        """A hit of the lock-free lookup (tier ``local``): counted; a span only with trace_hits."""
+        telemetry = self._telemetry
+        instruments = telemetry.instruments
+        operation = self._read.operation
+        instruments.count("hit", operation)
+        if telemetry.trace_hits:
+            self._finish_span(self._open(SpanKind.INTERNAL, _wall_ns(self._start)), "hit", value)
+        elif not instruments.sample_hit():
+            return
+        self._record("hit")
+
+    def done(self, value: Any, outcome: str, tier: str, leader: object) -> None:
+        """A read served past the lock-free lookup: ``outcome`` is miss, hit or coalesced."""
+        self._telemetry.instruments.count(outcome, self._read.operation)
+        span = self._span
+        if span is None:  # no request of its own: a hit under the lock, coalesced, shared
+            span = self._open(SpanKind.INTERNAL, _wall_ns(self._start))
+        if outcome == "coalesced" and isinstance(leader, ReadObservation):
+            theirs = leader.span
+            if theirs is not None and span.is_recording():
+                found = theirs.get_span_context()
+                if found.is_valid:
+                    span.add_link(found, {names.LINK_KIND: names.COALESCED_INTO})
+        self._finish_span(span, outcome, value, None if outcome == "miss" else tier)
+        self._record(outcome)
+
+    def bypassed(self, value: Any) -> None:
+        """A bypass returned ``value``."""
+        self._telemetry.instruments.count("bypass", self._read.operation)
+        if self._span is not None:
+            self._finish_span(self._span, "bypass", value)
+            self._record("bypass")
+
+    def fail(self, error: BaseException) -> None:
+        """The read raised ``error`` (counted as a miss, or a bypass)."""
+        result = "bypass" if self._bypass else "miss"
+        self._telemetry.instruments.count(result, self._read.operation)
+        if self._bypass and self._span is None:
+            return  # instrumentation suppressed: counted only
+        span = self._span or self._open(SpanKind.INTERNAL, _wall_ns(self._start))
+        if span.is_recording():
+            span.set_attribute(names.CACHE_RESULT, result)
+            span.fail(error, self._telemetry.capture_content)
+        span.end()
+        self._record(result, error_type(error))
+
+    # -- helpers --------------------------------------------------------------------------------
+    def _open(self, kind: SpanKind, start_time: int | None) -> GuardedSpan:
+        telemetry = self._telemetry
+        read = self._read
+        attributes = telemetry.base_attributes(names.SEARCH_MEMORY, read.operation, read.server)
+        if read.record_id is not None:
+            attributes[names.RECORD_ID] = read.record_id
+        if telemetry.capture_content and read.query is not None:
+            attributes[names.QUERY_TEXT] = read.query
+        if telemetry.openinference:
+            attributes.update(read_attributes(read.query, telemetry.capture_content))
+        return start(telemetry.tracer, names.SEARCH_MEMORY, kind, attributes, start_time)
+
+    def _finish_span(
+        self, span: GuardedSpan, result: str, value: Any, tier: str | None = "local"
+    ) -> None:
+        if result in ("miss", "bypass"):
+            tier = None
+        if span.is_recording():
+            attributes: dict[str, AttributeValue] = {names.CACHE_RESULT: result}
+            records = records_of(self._read.count, value)
+            if records is not None:
+                attributes[names.RECORD_COUNT] = records
+            if tier is not None:
+                attributes[names.CACHE_TIER] = tier
+            telemetry = self._telemetry
+            if telemetry.openinference:
+                attributes.update(
+                    read_metadata(self._read.operation, result, tier, value, telemetry)
+                )
+            span.set_attributes(attributes)
+        span.end()
+
+    def _record(self, result: str, error: str | None = None) -> None:
+        seconds = time.perf_counter() - self._start
+        read = self._read
+        instruments = self._telemetry.instruments
+        instruments.record_read(seconds, result, read.operation, error)
+        instruments.record_operation(seconds, names.SEARCH_MEMORY, read.server, error)
+
+
+class WriteObservation:
+    """One write: its ``CLIENT`` span, current while it runs, and its duration."""
+
+    __slots__ = ("_name", "_span", "_start", "_telemetry", "_write")
+
+    def __init__(self, telemetry: Telemetry, write: Write) -> None:
+        self._telemetry = telemetry
+        self._write = write
+        self._start = time.perf_counter()
+        name, records = _write_facts(write)
+        self._name = name
+        attributes = telemetry.base_attributes(name, write.operation, write.server)
+        if records is not None:
+            attributes[names.RECORD_COUNT] = records
+        if write.record_id is not None:
+            attributes[names.RECORD_ID] = write.record_id
+        self._span = start(telemetry.tracer, name, SpanKind.CLIENT, attributes)
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        with current(self._span):
+            yield
+
+    def finish(self, invalidated: int, error: BaseException | None = None) -> None:
+        """The write is over: ``invalidated`` entries dropped, ``error`` if it raised."""
+        span = self._span
+        kind = None
+        if error is not None:
+            kind = error_type(error)
+            if span.is_recording():
+                span.fail(error, self._telemetry.capture_content)
+        if span.is_recording():
+            span.set_attribute(names.INVALIDATED, invalidated)
+        span.end()
+        seconds = time.perf_counter() - self._start
+        self._telemetry.instruments.record_operation(seconds, self._name, self._write.server, kind)
+
+
+def _write_facts(write: Write) -> tuple[str, int | None]:
+    """The semconv operation and record count: the adapter's, else derived (the fallback)."""
+    if write.operation_name is not None:
+        return write.operation_name, write.records
+    name = write_operation_name(write.operation, write.deletes)
+    return name, write.records if write.records is not None else records_attempted(write.operation)
+
+
+# The fallback when an adapter names no operation: write operations that touch a number of
+# records their request does not list (bulk deletes by tag, whole namespaces) or no memory
+# record at all get no guessed record count.
+_UNCOUNTED_WRITES = (
+    "batch",
+    "bulk",
+    "matching",
+    "namespace",
+    "settings",
+    "connection",
+    "organization",
+    "write",
+)
+
+
+def write_operation_name(operation: str, deletes: bool) -> str:
+    """Fallback: ``delete_memory``, ``update_memory`` (known records) or ``upsert_memory``."""
+    if deletes:
+        return names.DELETE_MEMORY
+    return names.UPDATE_MEMORY if "update" in operation else names.UPSERT_MEMORY
+
+
+def records_attempted(operation: str) -> int | None:
+    """Fallback: one record per single-record call, unknown (None) for the rest."""
+    return None if any(word in operation for word in _UNCOUNTED_WRITES) else 1
