@@ -1,8 +1,9 @@
 """Test sessions. The two supermemory SDK generations cannot share an environment.
 
-nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
-nox -s tests-sdk3    # one of them (then supermemory 3.62.0's own suite, plain and instrumented)
-nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
+python3 -m nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
+python3 -m nox -s tests-sdk3    # one of them, then the SDK's own test suite plain and instrumented
+python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
+python3 -m nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
 on the newest supported ``python3.X`` found on PATH.
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+from pathlib import Path
 
 import nox
 
@@ -82,6 +84,17 @@ def tests_sdk5(session: nox.Session) -> None:
     session.run("pytest", "-q", *session.posargs)
     if not session.posargs:
         _sdk_suite(session, SDK5_SUITE)
+
+
+@nox.session(python=PYTHON)
+def docs(session: nox.Session) -> None:
+    """The documentation site from docs/ and mkdocs.yml: a warning (a broken link or anchor, a
+    page missing from the nav) fails the build."""
+    session.install("-e", ".[docs]")
+    site = Path(session.create_tmp()) / "site"
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(site), env={"NO_MKDOCS_2_WARNING": "1"}
+    )
 
 
 # Phoenix and the SDK 3.x integrations pin incompatible FastAPI releases: the server gets an

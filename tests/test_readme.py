@@ -1,4 +1,5 @@
-"""README.md says only what is true: its code runs and its samples are what the programs print.
+"""README.md and the pages of docs/ say only what is true: their code runs and their samples are
+what the programs print.
 
 * Every Python block runs, as a user would run it, in the environment it names in the comment
   before it (``<!-- env: sdk5 -->``, ``sdk3`` or ``any``; blocks of the other SDK generation are
@@ -10,7 +11,7 @@
   ``# -> text`` must print a line starting with ``text``.
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
   lengths aside.
-* The examples table lists every example, and every extra the README names exists.
+* The README's examples table lists every example, and every extra a page installs exists.
 * The usage in ``wm_middleware``'s module docstring shows supermemory 5.x, then 3.x, and each
   block runs in its SDK's session.
 """
@@ -32,13 +33,16 @@ import pytest
 
 from .demo._run import ROOT, environment, run, serving
 
+# The README, then every page of the documentation site, as paths relative to the checkout.
+DOCUMENTS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 
 
 @dataclass(frozen=True)
 class Block:
-    """A fenced block of README.md and the ``<!-- key: value -->`` comment just before it."""
+    """A fenced block of a page and the ``<!-- key: value -->`` comment just before it."""
 
+    document: str  # README.md, docs/telemetry.md, ...
     line: int  # of the opening fence, 1-based
     language: str
     marker: tuple[str, str] | None
@@ -46,13 +50,13 @@ class Block:
 
     @property
     def id(self) -> str:
-        return f"line{self.line}-{self.language or 'text'}"
+        return f"{self.document}:line{self.line}-{self.language or 'text'}"
 
 
-def _blocks() -> list[Block]:
+def _blocks(document: str) -> list[Block]:
     """Fenced blocks, and Markdown tables right after a marker (their language is ``table``)."""
     blocks: list[Block] = []
-    lines = README.splitlines()
+    lines = (ROOT / document).read_text(encoding="utf-8").splitlines()
     index = 0
     while index < len(lines):
         previous = lines[index - 1] if index else ""
@@ -62,21 +66,22 @@ def _blocks() -> list[Block]:
         if opening is not None:
             end = lines.index("```", index + 1)
             text = "\n".join(lines[index + 1 : end])
-            blocks.append(Block(index + 1, opening.group(1), marker, text))
+            blocks.append(Block(document, index + 1, opening.group(1), marker, text))
             index = end + 1
         elif marker is not None and lines[index].startswith("|"):
             end = index
             while end < len(lines) and lines[end].startswith("|"):
                 end += 1
-            blocks.append(Block(index + 1, "table", marker, "\n".join(lines[index:end])))
+            blocks.append(Block(document, index + 1, "table", marker, "\n".join(lines[index:end])))
             index = end
         else:
             index += 1
     return blocks
 
 
-BLOCKS = _blocks()
+BLOCKS = [block for document in DOCUMENTS for block in _blocks(document)]
 PYTHON = [b for b in BLOCKS if b.language == "python"]
+README_PYTHON = [b for b in PYTHON if b.document == "README.md"]
 OUTPUTS = [b for b in BLOCKS if b.marker is not None and b.marker[0] == "output"]
 
 
@@ -101,13 +106,31 @@ def _wants(block: Block) -> tuple[str, set[str]]:
     return generation, set(needs)
 
 
-def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
-    environments = [_wants(b)[0] for b in PYTHON if b.marker is not None]
+def test_the_documents_are_the_readme_and_every_page_of_the_site() -> None:
+    assert DOCUMENTS[0] == "README.md"
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    pages = DOCUMENTS[1:]
+    assert pages, "docs/ has the site's pages"
+    for page in pages:  # mkdocs build --strict refuses a page left out of the nav
+        assert f" {page.removeprefix('docs/')}\n" in nav, f"{page} is not in mkdocs.yml's nav"
 
-    assert len(environments) == len(PYTHON), "every Python block names its environment"
-    assert set(environments) <= {"sdk3", "sdk5", "any"}
+
+def test_every_python_block_names_its_environment() -> None:
+    unmarked = [b.id for b in PYTHON if b.marker is None or b.marker[0] != "env"]
+
+    assert unmarked == [], (
+        "a Python block needs <!-- env: sdk3|sdk5|any[+otlp][+redis] --> before it"
+    )
+    assert {_wants(b)[0] for b in PYTHON} <= {"sdk3", "sdk5", "any"}
     assert set().union(*(_wants(b)[1] for b in PYTHON)) <= {"otlp", "redis"}
+
+
+def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
+    environments = [_wants(b)[0] for b in README_PYTHON]
+
     assert {"sdk3", "sdk5"} <= set(environments)
+    # The current SDK (what `pip install supermemory` installs) comes first.
+    assert environments.index("sdk5") < environments.index("sdk3")
     # The current SDK (what `pip install supermemory` installs) comes first.
     assert environments.index("sdk5") < environments.index("sdk3")
 
@@ -200,7 +223,7 @@ def test_output_sample_is_what_the_program_prints(block: Block) -> None:
     sample = [_shape(line) for line in _sample_lines(block)]
     printed = [line for line in printed if line and not set(line) <= set("- ")]
     sample = [line for line in sample if line]
-    assert _contains(printed, sample), "\n".join(["README:", *sample, "printed:", *printed])
+    assert _contains(printed, sample), "\n".join([f"{block.id}:", *sample, "printed:", *printed])
 
 
 def test_every_output_sample_names_a_command() -> None:
@@ -216,16 +239,17 @@ def test_the_examples_table_lists_every_example() -> None:
     assert listed == {path.stem for path in (ROOT / "examples").glob("*.py")}
 
 
-def test_every_extra_the_readme_installs_exists() -> None:
+@pytest.mark.parametrize("document", DOCUMENTS)
+def test_every_extra_a_page_installs_exists(document: str) -> None:
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
         "optional-dependencies"
     ]
-    named = {
-        name for group in re.findall(r"-e '\.\[([\w,-]+)\]'", README) for name in group.split(",")
-    }
+    text = (ROOT / document).read_text(encoding="utf-8")
+    named = {name for group in re.findall(r"\.\[([\w,-]+)\]'", text) for name in group.split(",")}
 
-    assert named, "the README installs the package with its extras"
-    assert named <= set(extras)
+    assert named <= set(extras), named - set(extras)
+    if document == "README.md":
+        assert named, "the README installs the package with its extras"
 
 
 def _package_usage() -> list[tuple[str, str]]:

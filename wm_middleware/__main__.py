@@ -72,6 +72,16 @@ def _duration(text: str) -> float:
     return value
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 s, got {value:g}")
+    return value
+
+
 def _port(text: str) -> int:
     try:
         value = int(text)
@@ -129,6 +139,13 @@ def _parser() -> argparse.ArgumentParser:
         default=100.0,
         help="emulated upstream latency per request, +-20%% jitter (default 100)",
     )
+    demo.add_argument(
+        "--indexing-delay",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds the emulator takes to index a written memory before search returns it "
+        "(default 2, as Supermemory takes seconds for a short text; 0 with --workers)",
+    )
     demo.add_argument("--json", action="store_true", help="print a machine-readable summary only")
     demo.add_argument(
         "--otlp-endpoint",
@@ -146,9 +163,9 @@ def _parser() -> argparse.ArgumentParser:
         "--duration",
         type=_duration,
         metavar="TIME",
-        help="keep both deployments running side by side this long (e.g. 2m), replaying the "
-        "script, so that dashboard rate() and increase() panels fill; the report shows the "
-        "first round",
+        help="with an OTLP endpoint: keep both deployments running side by side this long "
+        "(e.g. 2m), replaying the script, so that dashboard rate() and increase() panels fill; "
+        "the report shows the first round",
     )
     demo.add_argument(
         "--html",
@@ -212,13 +229,47 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _supermemory_major() -> int | None:
+    """The major version of the installed ``supermemory`` SDK (``None``: not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return int(version("supermemory").split(".")[0])
+    except (PackageNotFoundError, ValueError):
+        return None
+
+
 def _missing_extra(error: ImportError, extra: str) -> int:
+    """One line naming what is missing and an install that fits this environment.
+
+    The demo's extra pins supermemory 3.x (its integration, supermemory-openai-sdk, needs
+    ``supermemory<5``): in a 5.x environment, installing it would downgrade the SDK the
+    application uses, so the line says to give the demo an environment of its own instead.
+    """
+    missing = error.name or error
+    major = _supermemory_major() if extra == "demo" else None
+    if major is not None and major >= 5:
+        print(
+            f"wm-middleware: {missing} is not installed; the demo needs supermemory 3.x and this "
+            f"environment has supermemory {major}.x, which pip install 'wm-middleware[demo]' "
+            "would downgrade: give the demo an environment of its own (python3 -m venv "
+            ".venv-demo && .venv-demo/bin/python -m pip install 'wm-middleware[demo]', or "
+            "-e '.[demo]' in a checkout)",
+            file=sys.stderr,
+        )
+        return 1
     print(
-        f"wm-middleware: {error.name or error} is not installed; "
+        f"wm-middleware: {missing} is not installed; "
         f"pip install 'wm-middleware[{extra}]' (or pip install -e '.[{extra}]' in a checkout)",
         file=sys.stderr,
     )
     return 1
+
+
+def _otlp_requested(args: argparse.Namespace) -> bool:
+    """Whether an OTLP endpoint is asked for: ``--otlp-endpoint`` or the standard variables."""
+    names = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    return bool(args.otlp_endpoint) or any(os.environ.get(name, "").strip() for name in names)
 
 
 # Options of the two-run demo that a --workers run has no use for.
@@ -230,11 +281,19 @@ def _demo_fleet(args: argparse.Namespace) -> int:
     try:
         from rich.console import Console
 
-        from .demo.fleet import FleetOptions, fleet_summary, fleet_table, run_fleet
+        from .demo.fleet import (
+            FleetOptions,
+            fleet_saved_line,
+            fleet_summary,
+            fleet_table,
+            run_fleet,
+        )
         from .demo.runner import DemoError
     except ImportError as error:
         return _missing_extra(error, "demo")
-    options = FleetOptions(args.workers, args.turns, args.latency_ms, args.redis_url)
+    options = FleetOptions(
+        args.workers, args.turns, args.latency_ms, args.redis_url, args.indexing_delay or 0.0
+    )
     out = Console(highlight=False)
     out.soft_wrap = not out.is_terminal
     if not args.json:
@@ -243,8 +302,14 @@ def _demo_fleet(args: argparse.Namespace) -> int:
             f"{args.turns} turns each against the emulator ({args.latency_ms:g} ms latency), "
             "local-only then with a shared tier"
         )
+
+    def started(mode: str) -> None:
+        if not args.json:
+            label = "local only" if mode == "local" else "shared tier"
+            out.print(f"  {label}: {args.workers} worker processes started, playing the script")
+
     try:
-        result = run_fleet(options)
+        result = run_fleet(options, started)
     except ImportError as error:
         return _missing_extra(error, "demo")
     except DemoError as error:
@@ -255,17 +320,53 @@ def _demo_fleet(args: argparse.Namespace) -> int:
     else:
         out.print()
         out.print(fleet_table(result))
-        saved = result.local.upstream - result.shared.upstream
-        out.print(
-            f"The shared tier saved {saved} of {result.local.upstream} upstream requests: a "
-            "query one process fetched served the others, and each write reached every "
-            "process's memory."
-        )
+        out.print(fleet_saved_line(result))
     failed = result.local.failed + result.shared.failed
     if failed:
         print(f"wm-middleware demo: {failed} tool calls failed", file=sys.stderr)
         return 1
     return 0
+
+
+def _export_settings(args: argparse.Namespace, notes: list[str]) -> dict[str, Any]:
+    """The OTLP settings of the run after checking the collector with real exports: a
+    collector that refuses traces means no export at all, one that refuses metrics (a
+    traces-only backend) means traces only; each said once, in ``notes``.
+
+    Raises:
+        ValueError: an unsupported OTLP protocol.
+    """
+    from .demo.runner import check_collector, check_metrics, otlp_target
+
+    endpoint, from_env = otlp_target(args.otlp_endpoint)
+    protocol, problem = check_collector(endpoint, from_env, args.otlp_protocol)
+    duration, metrics = args.duration, True
+    if endpoint is not None and problem is not None:
+        once = f", and running the script once instead of for {duration:g} s" if duration else ""
+        notes.append(f"no OTLP collector reachable at {endpoint} ({problem}); not exporting{once}")
+        endpoint, from_env, duration = None, False, None
+    elif endpoint is not None:
+        refused = check_metrics(endpoint, from_env, args.otlp_protocol)
+        metrics = refused is None
+        what = "both runs" if metrics else "both runs' traces"
+        notes.append(
+            f"exporting {what} to {endpoint} over {protocol} as services agent-uncached "
+            "and agent-cached"
+        )
+        if refused is not None:
+            notes.append(
+                f"the collector at {endpoint} refused a metric export ({refused}): it takes "
+                "traces only, so no metrics are sent"
+            )
+    if duration is not None:
+        notes.append(f"keeping both deployments running side by side for {duration:g} s")
+    return {
+        "otlp_endpoint": endpoint,
+        "otlp_from_env": from_env,
+        "otlp_protocol": protocol,
+        "otlp_metrics": metrics,
+        "duration": duration,
+    }
 
 
 def _demo(args: argparse.Namespace) -> int:
@@ -275,15 +376,7 @@ def _demo(args: argparse.Namespace) -> int:
         from rich.console import Console
 
         from .demo.console import ConsoleProgress
-        from .demo.report import (
-            LATENCY_NOTE,
-            comparison_table,
-            export_report,
-            saved_line,
-            summary,
-            waterfall,
-        )
-        from .demo.runner import DemoError, DemoOptions, check_collector, otlp_target, run_demo
+        from .demo.runner import DemoError, DemoOptions, otlp_target, run_demo
     except ImportError as error:
         return _missing_extra(error, "demo")
 
@@ -292,38 +385,27 @@ def _demo(args: argparse.Namespace) -> int:
     for console in (out, err):
         # In a log or a pipe, a sentence stays on one line instead of breaking at 80 columns.
         console.soft_wrap = not console.is_terminal
-    endpoint, from_env = otlp_target(args.otlp_endpoint)
-    requested = endpoint
     notes: list[str] = []
     try:
-        protocol, problem = check_collector(endpoint, from_env, args.otlp_protocol)
+        export = _export_settings(args, notes)
     except ValueError as error:
         print(f"wm-middleware demo: {error}", file=sys.stderr)
         return 2
-    if endpoint is not None and problem is not None:
-        notes.append(f"no OTLP collector reachable at {endpoint} ({problem}); not exporting")
-        endpoint, from_env = None, False
-    elif endpoint is not None:
-        notes.append(
-            f"exporting both runs to {endpoint} over {protocol} as services agent-uncached "
-            "and agent-cached"
-        )
+    indexing = {} if args.indexing_delay is None else {"indexing_delay": args.indexing_delay}
     options = DemoOptions(
         turns=args.turns,
         latency_ms=args.latency_ms,
         api_key=args.api_key,
         base_url=args.base_url,
-        otlp_endpoint=endpoint,
-        otlp_from_env=from_env,
-        otlp_protocol=protocol,
-        duration=args.duration,
+        **indexing,
+        **export,
     )
     # Progress goes where it cannot corrupt the JSON: stdout in text mode, stderr with --json.
     progress_console = err if args.json else out
     progress = ConsoleProgress(progress_console, quiet=args.json and not err.is_terminal)
     if not args.json:
         target = (
-            f"the emulator ({args.latency_ms:g} ms latency)"
+            f"the emulator ({args.latency_ms:g} ms latency, {options.indexing_delay:g} s indexing)"
             if options.uses_emulator
             else (options.base_url or "the Supermemory API")
         )
@@ -331,8 +413,6 @@ def _demo(args: argparse.Namespace) -> int:
             f"wm-middleware demo: a scripted agent (SupermemoryTools), {args.turns} turns "
             f"against {target}, uncached then cached"
         )
-    if args.duration is not None:
-        notes.append(f"keeping both deployments running side by side for {args.duration:g} s")
     for note in notes:
         progress_console.print(f"[dim]{note}[/dim]")
     try:
@@ -342,14 +422,25 @@ def _demo(args: argparse.Namespace) -> int:
     except DemoError as error:
         print(f"wm-middleware demo: {error}", file=sys.stderr)
         return 1
-    errors = result.uncached.agent.errors + result.cached.agent.errors
+    _report(args, result, out, progress_console)
+    return _outcome(result, otlp_target(args.otlp_endpoint)[0])
+
+
+def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: Any) -> None:
+    """The demo's report: JSON, or the table, the headline lines and the waterfall."""
+    from .demo.report import (
+        LATENCY_NOTE,
+        comparison_table,
+        first_seen_line,
+        saved_line,
+        summary,
+        waterfall,
+    )
+
     if args.html:
         from .demo.html import write_report
 
         write_report(result, args.html)
-        notes_after = [f"HTML report written to {args.html}"]
-    else:
-        notes_after = []
     if args.json:
         print(json.dumps(summary(result), indent=2))
     else:
@@ -358,13 +449,23 @@ def _demo(args: argparse.Namespace) -> int:
         out.print(f"[dim]{LATENCY_NOTE}[/dim]")
         out.print()
         out.print(saved_line(result))
+        seen = first_seen_line(result)
+        if seen is not None:
+            out.print(seen)
         out.print()
         out.print(waterfall(result, out))
-    for note in notes_after:
-        progress_console.print(f"[dim]{note}[/dim]")
+    if args.html:
+        progress_console.print(f"[dim]HTML report written to {args.html}[/dim]")
+
+
+def _outcome(result: Any, requested: str | None) -> int:
+    """What went wrong, after the report (what the collector missed, failed tool calls)."""
+    from .demo.report import export_report
+
     delivery = export_report(result, requested)
     if delivery:
         print(f"wm-middleware demo: {delivery}", file=sys.stderr)
+    errors = result.uncached.agent.errors + result.cached.agent.errors
     if errors:
         print(
             f"wm-middleware demo: {len(errors)} tool calls failed, first: {errors[0].error}",
@@ -436,6 +537,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     command_parser.error(f"--workers runs against the emulator; drop {option}")
             elif args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
                 command_parser.error("--base-url needs --api-key or SUPERMEMORY_API_KEY")
+            elif args.indexing_delay is not None and (args.api_key or args.base_url):
+                command_parser.error("--indexing-delay is the emulator's; drop it with --api-key")
+            elif args.duration is not None and not _otlp_requested(args):
+                command_parser.error(
+                    "--duration keeps both deployments running for a dashboard to fill, so it "
+                    "needs --otlp-endpoint URL (or OTEL_EXPORTER_OTLP_ENDPOINT); without one, "
+                    "run the demo without --duration"
+                )
             return _demo(args)
         return _serve(args)
     except KeyboardInterrupt:

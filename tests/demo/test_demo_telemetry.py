@@ -79,11 +79,18 @@ def test_the_waterfall_still_names_each_calls_query(demo: Any) -> None:
 
 
 def test_duration_keeps_both_deployments_running_and_reports_the_first_round() -> None:
-    result = run(
-        "-m", "wm_middleware", "demo", "--turns", "1", "--latency-ms", "2", "--json",
-        "--duration", "3s",
-    )  # fmt: skip
+    from ..telemetry._otlp_receiver import http_receiver
+
+    # --duration is for a dashboard: it needs a collector to export to (else it is refused).
+    with http_receiver() as (endpoint, received):
+        result = run(
+            "-m", "wm_middleware", "demo", "--turns", "1", "--latency-ms", "2", "--json",
+            "--duration", "3s", "--otlp-endpoint", endpoint,
+        )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    services = {resource.get("service.name") for resource in received.resources}
+    assert {"agent-uncached", "agent-cached"} <= services
+    assert "/v1/metrics" in received.paths  # the collector takes metrics: they are sent
     summary = json.loads(result.stdout)
     assert summary["duration_s"] == 3.0
     assert summary["rounds"]["uncached"] >= 2

@@ -104,3 +104,24 @@ def test_a_bad_workers_argument_is_a_usage_error(args: list[str], message: str) 
     assert result.returncode == 2
     assert message in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_one_worker_says_there_is_no_other_process_to_share_with() -> None:
+    result = run(
+        "-m", "wm_middleware", "demo", "--workers", "1", "--turns", "2", "--latency-ms", "20",
+        timeout=300,
+    )  # fmt: skip
+
+    assert result.returncode == 0, result.stderr
+    last = result.stdout.splitlines()[-1]
+    assert last.startswith("One worker process has no other process to share with: the shared")
+    assert "served the others" not in result.stdout  # no cross-process saving to claim
+
+
+def test_the_fleet_says_when_each_run_has_started_its_workers() -> None:
+    result = run("-m", "wm_middleware", "demo", "--workers", "2", *FAST[:-1], timeout=300)
+
+    assert result.returncode == 0, result.stderr
+    lines = [line.strip() for line in result.stdout.splitlines()]
+    for label in ("local only", "shared tier"):
+        assert f"{label}: 2 worker processes started, playing the script" in lines

@@ -63,6 +63,7 @@ class CallRecord:
     ok: bool
     error: str | None = None
     call_id: str = ""  # the tool call's id, also on its execute_tool span (gen_ai.tool.call.id)
+    result: str = ""  # the tool message content the call returned ("" when it raised)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,7 +82,7 @@ class AgentRun:
 
     calls: list[CallRecord] = field(default_factory=list)
     turns: list[TurnRecord] = field(default_factory=list)
-    seconds: float = 0.0
+    seconds: float = 0.0  # the turns' wall time, the pauses between them left out
 
     @property
     def searches(self) -> list[CallRecord]:
@@ -122,7 +123,7 @@ def supermemory_tools_executor(tools: Any) -> Executor:
     return execute
 
 
-def _outcome(content: str) -> tuple[bool, str | None]:
+def _outcome(content: Any) -> tuple[bool, str | None]:
     """Whether a tool result reports success (the SDK's tools never raise; they say so)."""
     try:
         data = json.loads(content)
@@ -142,6 +143,7 @@ async def run_agent(
     on_call: Callable[[CallRecord], None] | None = None,
     on_turn: Callable[[TurnRecord], None] | None = None,
     agent_name: str = "memory-demo",
+    pause: float = 0.0,
 ) -> AgentRun:
     """Play ``script``: steps one after another, the calls of a step concurrently.
 
@@ -150,6 +152,8 @@ async def run_agent(
         tracer: traces turns and calls (the working memory's spans become their children).
         upstream: returns the number of upstream requests so far, for a per-turn count.
         on_call, on_turn: progress callbacks.
+        pause: seconds between turns (the model writing its answer and the user the next
+            message); left out of every wall time the run reports.
     """
     run = AgentRun()
     origin = time.perf_counter()
@@ -174,8 +178,10 @@ async def run_agent(
             attributes[QUERY] = query
         with span(f"{TOOL_SPAN} {function['name']}", attributes, SpanKind.INTERNAL):
             start = time.perf_counter()
+            content: Any = ""
             try:
-                ok, error = _outcome(await execute(tool_call))
+                content = await execute(tool_call)
+                ok, error = _outcome(content)
             except Exception as exc:  # an executor that raises is reported, not fatal
                 ok, error = False, f"{type(exc).__name__}: {exc}"
             end = time.perf_counter()
@@ -189,12 +195,18 @@ async def run_agent(
             ok=ok,
             error=error,
             call_id=tool_call["id"],
+            result=content if isinstance(content, str) else "",
         )
         run.calls.append(record)
         if on_call is not None:
             on_call(record)
 
+    paused = 0.0
     for index, turn in enumerate(script, start=1):
+        if pause > 0 and index > 1:
+            slept = time.perf_counter()
+            await asyncio.sleep(pause)
+            paused += time.perf_counter() - slept
         before = upstream() if upstream is not None else None
         attributes = {
             OPERATION_NAME: TURN_SPAN,
@@ -224,5 +236,5 @@ async def run_agent(
         run.turns.append(record)
         if on_turn is not None:
             on_turn(record)
-    run.seconds = time.perf_counter() - origin
+    run.seconds = time.perf_counter() - origin - paused
     return run

@@ -20,16 +20,17 @@ import multiprocessing
 import queue
 import re
 import secrets
+import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
 from .._core import CacheStats
 from .agent import run_agent, supermemory_tools_executor
-from .runner import DEMO_API_KEY, DemoError, seed_emulator
+from .runner import DEMO_API_KEY, LATENCY_SEED, DemoError, seed_emulator
 from .script import CONTAINER_TAG, turns
 
 __all__ = [
@@ -37,6 +38,7 @@ __all__ = [
     "FleetResult",
     "FleetRun",
     "WorkerReport",
+    "fleet_saved_line",
     "fleet_summary",
     "fleet_table",
     "run_fleet",
@@ -55,6 +57,7 @@ class FleetOptions:
     turns: int = 4
     latency_ms: float = 100.0
     redis_url: str | None = None  # None: an embedded valkey-server for the demo
+    indexing_delay: float = 0.0  # the emulator's, seconds before a written memory is searchable
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +101,9 @@ def shown_url(url: str) -> str:
     return re.sub(r"(?<=//)[^@/]*@", "***@", url)
 
 
-def run_fleet(options: FleetOptions) -> FleetResult:
-    """Both runs, one after the other, against one emulator (reset and seeded before each).
+def run_fleet(options: FleetOptions, on_start: Callable[[str], None] | None = None) -> FleetResult:
+    """Both runs, one after the other, against one emulator (reset and seeded before each);
+    ``on_start(mode)`` is called when a run's workers have all started and begin together.
 
     Raises:
         DemoError: Redis cannot be reached, or a worker failed; one sentence.
@@ -111,11 +115,31 @@ def run_fleet(options: FleetOptions) -> FleetResult:
     jitter = (latency * 0.8, latency * 1.2)
     with (
         _redis(options.redis_url) as (url, where),
-        EmulatorServer(seed=7, latency=jitter) as server,
+        EmulatorServer(
+            seed=LATENCY_SEED, latency=jitter, indexing_delay=options.indexing_delay
+        ) as server,
     ):
-        local = _run(server, options, "local", None)
-        shared = _run(server, options, "shared", url)
+        local = _run(server, options, "local", None, jitter, on_start)
+        shared = _run(server, options, "shared", url, jitter, on_start)
     return FleetResult(options, where, local, shared)
+
+
+def fleet_saved_line(result: FleetResult) -> str:
+    """What the shared tier saved, in a sentence that is true for the numbers at hand."""
+    before, after = result.local.upstream, result.shared.upstream
+    saved = before - after
+    if result.options.workers == 1:
+        return (
+            f"One worker process has no other process to share with: the shared tier saved "
+            f"{max(saved, 0)} of {before} upstream requests (one process needs only its own "
+            "memory; try --workers 3)."
+        )
+    if saved <= 0:
+        return f"The shared tier saved no upstream requests ({after} against {before})."
+    return (
+        f"The shared tier saved {saved} of {before} upstream requests: a query one process "
+        "fetched served the others, and each write reached every process's memory."
+    )
 
 
 def fleet_summary(result: FleetResult) -> dict[str, Any]:
@@ -206,9 +230,34 @@ def _check_reachable(url: str) -> None:
 
 
 # -- the runs ----------------------------------------------------------------------------------
-def _run(server: Any, options: FleetOptions, mode: str, redis_url: str | None) -> FleetRun:
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """SIGINT blocked while workers start. They inherit the blocked signal and keep it blocked
+    from their first instruction: Ctrl-C (SIGINT to the whole process group) then stops this
+    process alone, which stops the workers, and no worker prints a traceback of its own. A
+    Ctrl-C meanwhile waits, and arrives here once the workers are started."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+def _run(
+    server: Any,
+    options: FleetOptions,
+    mode: str,
+    redis_url: str | None,
+    jitter: tuple[float, float],
+    on_start: Callable[[str], None] | None = None,
+) -> FleetRun:
     """Start the workers, release them together, and collect what each measured."""
     server.reset()
+    # Both runs replay the same sequence of upstream latencies.
+    server.set_latency(jitter, seed=LATENCY_SEED)
     seed_emulator(server)
     # A namespace of this run's own: an existing server's other data is never touched, and the
     # shared run starts from an empty tier.
@@ -225,8 +274,9 @@ def _run(server: Any, options: FleetOptions, mode: str, redis_url: str | None) -
         )
         for number in range(1, options.workers + 1)
     ]
-    for process in workers:
-        process.start()
+    with _sigint_held():
+        for process in workers:
+            process.start()
     try:
         try:
             start.wait(_START_TIMEOUT)
@@ -238,8 +288,14 @@ def _run(server: Any, options: FleetOptions, mode: str, redis_url: str | None) -
             detail = f": {reason}" if isinstance(reason, str) else ""
             raise DemoError(f"a worker of the {mode} run did not start{detail}") from None
         began = time.perf_counter()
+        if on_start is not None:
+            on_start(mode)
         reports = [_report(out, mode) for _ in workers]
         seconds = time.perf_counter() - began
+    except BaseException:  # Ctrl-C, or a worker that failed: the others stop now
+        for process in workers:
+            process.kill()
+        raise
     finally:
         for process in workers:
             process.join(5)

@@ -19,14 +19,20 @@ from rich.text import Text
 from .._telemetry import SEARCH_MEMORY, WRITE_SPANS
 from .agent import TOOL_CALL_ID, TOOL_NAME, TURN_INDEX, TURN_SPAN
 from .runner import DemoResult, RunResult
-from .script import turns
+from .script import NEW_MEMORY_MARK, turns
 
 __all__ = [
     "LATENCY_NOTE",
+    "FirstSeen",
     "Waterfall",
     "WaterfallRow",
     "comparison_table",
     "export_report",
+    "first_seen",
+    "first_seen_line",
+    "milliseconds",
+    "percent",
+    "ratio",
     "saved_line",
     "summary",
     "waterfall",
@@ -47,6 +53,72 @@ def _ms(seconds: float) -> float:
     return round(seconds * 1000.0, 3)
 
 
+# -- numbers as the terminal and the HTML report both show them ------------------------------
+def milliseconds(value: float, digits: int | None = None) -> str:
+    """``value`` ms as text: ``digits`` decimals, or by default one (two below 1 ms, where a hit
+    answers: ``0.01 ms``, never ``0.0 ms``)."""
+    if digits is None:
+        digits = 2 if value < 1 else 1
+    return f"{value:.{digits}f} ms"
+
+
+def percent(share: float) -> str:
+    """A share (0..1) as a whole percentage: ``0.5588`` -> ``56%``."""
+    return f"{share:.0%}"
+
+
+def ratio(before: float, after: float) -> str:
+    """``after`` as a multiple of ``before``; below 0.01x it says so rather than "0.00x"."""
+    if before <= 0:
+        return ""
+    value = after / before
+    return "<0.01x" if value < 0.01 else f"{value:.2f}x"
+
+
+@dataclass(frozen=True, slots=True)
+class FirstSeen:
+    """When one run's agent first saw the memory it wrote (``turn`` ``None``: not in the run)."""
+
+    written_in_turn: int
+    turn: int | None
+    seconds_after_write: float | None  # from the write's answer to the search that showed it
+    searches_before: int  # searches after the write whose results did not show it yet
+
+
+def first_seen(run: RunResult) -> FirstSeen | None:
+    """When ``run``'s agent first got the memory of its first ``add_memory`` back from a search
+    (``None``: the run wrote nothing). A search shows it when its result has
+    :data:`~wm_middleware.demo.script.NEW_MEMORY_MARK`, a word no seeded memory has."""
+    calls = sorted(run.agent.calls, key=lambda c: c.start)
+    write = next((c for c in calls if c.name == "add_memory" and c.ok), None)
+    if write is None:
+        return None
+    written = write.start + write.seconds
+    later = sorted(
+        (c for c in calls if c.name == "search_memories" and c.start >= written),
+        key=lambda c: c.start + c.seconds,
+    )
+    for number, search in enumerate(later):
+        if NEW_MEMORY_MARK in search.result:
+            seconds = search.start + search.seconds - written
+            return FirstSeen(write.turn, search.turn, seconds, number)
+    return FirstSeen(write.turn, None, None, len(later))
+
+
+def _first_seen_summary(run: RunResult) -> dict[str, Any] | None:
+    seen = first_seen(run)
+    if seen is None:
+        return None
+    return {
+        "written_in_turn": seen.written_in_turn,
+        "first_seen_turn": seen.turn,
+        "seconds_after_write": None
+        if seen.seconds_after_write is None
+        else round(seen.seconds_after_write, 3),
+        "searches_before": seen.searches_before,
+    }
+
+
 def _run_summary(run: RunResult) -> dict[str, Any]:
     agent = run.agent
     searches = agent.searches
@@ -63,6 +135,9 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
             "p99": _ms(agent.search_latency(0.99)),
         },
         "wall_ms": _ms(agent.seconds),
+        "emulated_latency_s": None
+        if run.emulated_latency is None
+        else round(run.emulated_latency, 6),
         "turns": [
             {
                 "index": t.index,
@@ -72,6 +147,7 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
             }
             for t in agent.turns
         ],
+        "new_memory": _first_seen_summary(run),
         "cache": {
             "hits": run.results.get("hit", 0),
             "misses": run.results.get("miss", 0),
@@ -100,6 +176,8 @@ def summary(result: DemoResult) -> dict[str, Any]:
         "target": result.target,
         "turns": result.options.turns,
         "latency_ms": result.options.latency_ms if result.target == "emulator" else None,
+        "indexing_delay_s": result.options.indexing_delay if result.target == "emulator" else None,
+        "pause_s": result.options.pause,
         "otlp_endpoint": result.options.otlp_endpoint,
         "otlp_spans": _otlp_spans(result),
         "duration_s": result.options.duration,
@@ -108,6 +186,9 @@ def summary(result: DemoResult) -> dict[str, Any]:
         "requests_saved": saved,
         "requests_saved_ratio": round(saved / result.uncached.upstream, 4)
         if result.uncached.upstream
+        else 0.0,
+        "wall_ratio": round(result.cached.agent.seconds / result.uncached.agent.seconds, 4)
+        if result.uncached.agent.seconds > 0
         else 0.0,
         "waterfall_turn": waterfall_turn(result),
     }
@@ -135,16 +216,14 @@ def export_report(result: DemoResult, requested: str | None) -> str | None:
     return None
 
 
-def _duration(milliseconds: float) -> str:
-    return f"{milliseconds:7.2f}" if milliseconds < 10 else f"{milliseconds:7.1f}"
+def _duration(value: float) -> str:
+    return f"{milliseconds(value):>10}"
 
 
-def _ratio(before: float, after: float) -> str:
-    """``after`` as a multiple of ``before``; below 0.01x it says so rather than "0.00x"."""
-    if before <= 0:
+def _seen(seen: FirstSeen | None) -> str:
+    if seen is None:
         return ""
-    ratio = after / before
-    return "<0.01x" if ratio < 0.01 else f"{ratio:.2f}x"
+    return "not seen" if seen.turn is None else f"turn {seen.turn}"
 
 
 def comparison_table(result: DemoResult) -> Table:
@@ -162,7 +241,7 @@ def comparison_table(result: DemoResult) -> Table:
 
     def row(label: str, before: float, after: float, unit: str = "", digits: int = 0) -> None:
         table.add_row(
-            label, f"{before:.{digits}f}{unit}", f"{after:.{digits}f}{unit}", _ratio(before, after)
+            label, f"{before:.{digits}f}{unit}", f"{after:.{digits}f}{unit}", ratio(before, after)
         )
 
     row("upstream requests", u.upstream, c.upstream)
@@ -184,6 +263,11 @@ def comparison_table(result: DemoResult) -> Table:
             0,
         )
     row("wall time, all turns", u.agent.seconds * 1000, c.agent.seconds * 1000, " ms", 0)
+    seen = first_seen(u), first_seen(c)
+    if seen[0] is not None:
+        table.add_row(
+            f"new memory (turn {seen[0].written_in_turn}) first seen", *map(_seen, seen), ""
+        )
     for result_name in ("hit", "miss", "coalesced", "bypass"):
         table.add_row(
             f"reads: {result_name}",
@@ -202,15 +286,58 @@ LATENCY_NOTE = (
 
 
 def saved_line(result: DemoResult) -> Text:
+    """The headline: upstream requests saved and the wall time of all turns, cached vs not."""
     before, after = result.uncached.upstream, result.cached.upstream
-    share = f" ({(before - after) / before:.0%})" if before else ""
+    share = f" ({percent((before - after) / before)})" if before else ""
+    slow, fast = result.uncached.agent.seconds * 1000, result.cached.agent.seconds * 1000
     return Text.assemble(
         ("Requests saved: ", "bold"),
         f"{before - after} of {before}{share}",
+        "  ·  ",
+        ("wall time: ", "bold"),
+        f"{fast:.0f} ms against {slow:.0f} ms ({ratio(slow, fast)})",
         f"  ·  {result.options.turns} turns, ",
         f"{result.options.latency_ms:g} ms emulated latency"
         if result.target == "emulator"
         else result.target,
+    )
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def first_seen_line(result: DemoResult) -> Text | None:
+    """When each agent first saw the memory it wrote (``None``: the script wrote nothing)."""
+    seen = {
+        name: first_seen(run)
+        for name, run in (("uncached", result.uncached), ("cached", result.cached))
+    }
+    if seen["uncached"] is None or seen["cached"] is None:
+        return None
+    turn = seen["uncached"].written_in_turn
+    delay = result.options.indexing_delay
+    indexing = (
+        f"the emulator indexes it {delay:g} s after the write"
+        if result.target == "emulator"
+        else "the API indexes it asynchronously"
+    )
+
+    def said(name: str, found: FirstSeen) -> str:
+        if found.turn is None:
+            return f"the {name} agent does not see it in the {result.options.turns} turns"
+        return (
+            f"the {name} agent first sees it in turn {found.turn}, "
+            f"{found.seconds_after_write or 0:.1f} s after the write"
+        )
+
+    return Text.assemble(
+        ("New memory: ", "bold"),
+        f"written in turn {turn}; {indexing}. ",
+        _sentence(said("uncached", seen["uncached"])),
+        "; ",
+        said("cached", seen["cached"]),
+        ".",
     )
 
 
@@ -260,13 +387,14 @@ class Waterfall:
     rows: tuple[WaterfallRow, ...]
 
 
-def waterfall_data(result: DemoResult) -> Waterfall | None:
-    """The rows of the waterfall (``None`` when no trace was recorded).
+def waterfall_data(result: DemoResult, turn: int | None = None) -> Waterfall | None:
+    """The rows of the cached run's waterfall of ``turn`` (default :func:`waterfall_turn`);
+    ``None`` when no trace was recorded for it.
 
     Rows are labelled from the agent's own call records (matched by tool call id), so the
     query shows here without being exported on any span.
     """
-    index = waterfall_turn(result)
+    index = waterfall_turn(result) if turn is None else turn
     spans = result.cached.spans
     root = next(
         (
@@ -346,7 +474,7 @@ def waterfall(result: DemoResult, console: Console) -> Group | Text:
                 (bar, style),
                 " " * (bar_width - begin - len(bar)),
                 (f" {row.label:<9}", style),
-                f" {_duration(row.duration_ms)} ms",
+                f" {_duration(row.duration_ms)}",
             )
         )
     return Group(*lines)

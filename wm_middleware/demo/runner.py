@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -38,6 +39,7 @@ __all__ = [
     "Progress",
     "RunResult",
     "check_collector",
+    "check_metrics",
     "otlp_target",
     "run_demo",
     "seed_emulator",
@@ -46,6 +48,8 @@ __all__ = [
 DEMO_API_KEY = "sk-wm-demo"
 SERVICE_NAMES = {"uncached": "agent-uncached", "cached": "agent-cached"}
 METRIC_EXPORT_MILLIS = 1000
+# Seeds the emulator's latency jitter: each run replays the same sequence of upstream latencies.
+LATENCY_SEED = 7
 
 
 class DemoError(Exception):
@@ -73,17 +77,24 @@ class DemoOptions:
     """``wm-middleware demo`` settings.
 
     ``api_key``/``base_url`` target the real API (no emulator, no seeding of fake data beyond the
-    demo's memories in its own container tag); ``otlp_endpoint`` exports both runs.
+    demo's memories in its own container tag); ``otlp_endpoint`` exports both runs, and their
+    metrics too unless ``otlp_metrics`` is off (a collector that takes traces only).
+    ``indexing_delay`` is the emulator's: seconds before a written memory is searchable.
+    ``pause`` is the agent's time between turns (the model answering, the user writing back),
+    left out of the wall times.
     """
 
     turns: int = 4
     latency_ms: float = 100.0
+    indexing_delay: float = 2.0
+    pause: float = 1.0
     api_key: str | None = None
     base_url: str | None = None
     otlp_endpoint: str | None = None
     otlp_from_env: bool = False
     otlp_protocol: str | None = None  # grpc | http/protobuf; None: OTEL_EXPORTER_OTLP_PROTOCOL
     duration: float | None = None  # seconds: keep both deployments running, side by side
+    otlp_metrics: bool = True
 
     @property
     def uses_emulator(self) -> bool:
@@ -108,6 +119,8 @@ class RunResult:
     upstream_total: int = 0
     spans_recorded: int = 0  # every span of every round (the OTLP exporter saw these)
     otlp: DeliveryCount | None = None  # spans delivered to / dropped by the OTLP collector
+    # Seconds of emulated latency the first round's requests waited (None: the real API).
+    emulated_latency: float | None = None
 
 
 @dataclass(slots=True)
@@ -144,6 +157,49 @@ def check_collector(
         return protocol or "http/protobuf", None
     protocol = otlp_protocol("traces", protocol)
     return protocol, probe(None if from_env else endpoint, protocol)
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+def check_metrics(endpoint: str, from_env: bool, protocol: str | None) -> str | None:
+    """Why the collector refused a test metric export (``None``: it accepted one).
+
+    A backend that takes only traces answers a metric export with an error such as HTTP 405
+    or 404. Checked once, before the runs, with an empty request: said once, instead
+    of one exporter error per export interval. The exporter's own log lines are kept from the
+    console and give the reason.
+    """
+    from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
+
+    protocol = otlp_protocol("metrics", protocol)
+    exporter = metric_exporter(None if from_env else endpoint, protocol, timeout=2.0)
+    quiet = logging.getLogger("opentelemetry.exporter.otlp")
+    captured, propagate = _Messages(), quiet.propagate
+    quiet.addHandler(captured)
+    quiet.propagate = False
+    try:
+        result = exporter.export(MetricsData(resource_metrics=[]), timeout_millis=2000)
+    except Exception as error:
+        result = None
+        captured.messages.append(f"{type(error).__name__}: {error}")
+    finally:
+        quiet.removeHandler(captured)
+        quiet.propagate = propagate
+        try:
+            exporter.shutdown()
+        except Exception:
+            pass
+    if result == MetricExportResult.SUCCESS:
+        return None
+    reason = captured.messages[-1] if captured.messages else "the export failed"
+    return " ".join(reason.split())
 
 
 def seed_emulator(server: Any, api_key: str = DEMO_API_KEY) -> None:
@@ -197,7 +253,7 @@ def _providers(
         base = None if options.otlp_from_env else options.otlp_endpoint
         delivery = DeliveryCount(span_exporter(base, options.otlp_protocol))
         tracer_provider.add_span_processor(BatchSpanProcessor(delivery))  # type: ignore[arg-type]
-        if meter_provider is None:
+        if meter_provider is None and options.otlp_metrics:
             reader = PeriodicExportingMetricReader(
                 metric_exporter(base, options.otlp_protocol),
                 export_interval_millis=METRIC_EXPORT_MILLIS,
@@ -313,6 +369,60 @@ def _caching(
         tools.client = original
 
 
+@dataclass(slots=True)
+class _Played:
+    """What :func:`_play` measured: the first round in detail, then how many rounds ran."""
+
+    agent: AgentRun
+    stats: CacheStats
+    spans: tuple[ReadableSpan, ...]
+    upstream: int
+    waited: float | None
+    rounds: int = 1
+    recorded: int = 0
+
+
+async def _play(
+    options: DemoOptions,
+    script: Sequence[Any],
+    execute: Any,
+    tracer: Any,
+    memory: WorkingMemory[Any],
+    exporter: InMemorySpanExporter,
+    upstream: Callable[[], int] | None,
+    waited: Callable[[], float] | None,
+    progress: Progress,
+) -> _Played:
+    """The script once, or (with ``options.duration``) again and again until the duration is
+    up; the first round is the one measured in detail."""
+    start = upstream() if upstream is not None else 0
+    began = time.monotonic()
+    agent = await run_agent(
+        script,
+        execute,
+        tracer=tracer,
+        upstream=upstream,
+        on_call=progress.call,
+        on_turn=progress.turn,
+        pause=options.pause,
+    )
+    # The first round's spans (all ended: the loop awaited every call) are the ones reported;
+    # later rounds only feed the exporters and the dashboards.
+    played = _Played(
+        agent,
+        memory.stats(),
+        tuple(exporter.get_finished_spans()),
+        upstream() - start if upstream is not None else 0,
+        waited() if waited is not None else None,
+    )
+    while options.duration is not None and time.monotonic() - began < options.duration:
+        played.recorded += len(exporter.get_finished_spans())
+        exporter.clear()
+        await run_agent(script, execute, tracer=tracer, pause=options.pause)
+        played.rounds += 1
+    return played
+
+
 async def _run(
     name: str,
     options: DemoOptions,
@@ -323,9 +433,12 @@ async def _run(
     progress: Progress,
     meter_provider: Any = None,
     alone: bool = True,
+    waited: Callable[[], float] | None = None,
 ) -> RunResult:
-    """One deployment: the script once, or (with ``options.duration``) again and again until
-    the duration is up; the first round is the one measured in detail."""
+    """One deployment (see :func:`_play`), with its own providers, client and cache layer.
+
+    ``upstream`` counts the requests the emulator received, ``waited`` the seconds of emulated
+    latency they waited (``None`` against the real API)."""
     from supermemory_openai import SupermemoryTools
 
     service_name = SERVICE_NAMES[name]
@@ -339,63 +452,47 @@ async def _run(
         config["base_url"] = base_url
     tools = SupermemoryTools(api_key, config)
     tracer = tracer_provider.get_tracer("wm_middleware.demo")
-    execute = supermemory_tools_executor(tools)
     start = upstream() if upstream is not None else 0
-    rounds, first_upstream, recorded = 1, 0, 0
     try:
         with (
             _caching(name, tools, tracer_provider, meter_provider, alone=alone) as memory,
             _traced_http(tracer_provider),
         ):
-            began = time.monotonic()
-            agent = await run_agent(
-                script,
-                execute,
-                tracer=tracer,
-                upstream=upstream,
-                on_call=progress.call,
-                on_turn=progress.turn,
+            execute = supermemory_tools_executor(tools)
+            played = await _play(
+                options, script, execute, tracer, memory, exporter, upstream, waited, progress
             )
-            first_upstream = upstream() - start if upstream is not None else 0
-            stats = memory.stats()
-            # The first round's spans (all ended: the loop awaited every call) are the ones
-            # reported; later rounds only feed the exporters and the dashboards.
-            spans = tuple(exporter.get_finished_spans())
-            while options.duration is not None and time.monotonic() - began < options.duration:
-                recorded += len(exporter.get_finished_spans())
-                exporter.clear()
-                await run_agent(script, execute, tracer=tracer)
-                rounds += 1
     finally:
         await tools.client.close()
         tracer_provider.force_flush()
         if meter_provider is not None:
             meter_provider.force_flush()
-    recorded += len(exporter.get_finished_spans())
+    played.recorded += len(exporter.get_finished_spans())
     tracer_provider.shutdown()
     if meter_provider is not None:
         meter_provider.shutdown()
-    results = _result_counts(spans)
+    results = _result_counts(played.spans)
     if upstream is not None:
-        count, total, source = first_upstream, upstream() - start, "emulator"
+        count, total, source = played.upstream, upstream() - start, "emulator"
     else:
-        writes = sum(1 for s in spans if s.name in WRITE_SPANS)
+        writes = sum(1 for s in played.spans if s.name in WRITE_SPANS)
         count = results.get("miss", 0) + results.get("bypass", 0) + writes
-        total, source = count * rounds, "spans"
-    progress.finish(name, agent)
+        total, source = count * played.rounds, "spans"
+    progress.finish(name, played.agent)
     return RunResult(
         name,
         service_name,
-        agent,
-        spans,
-        stats,
+        played.agent,
+        played.spans,
+        played.stats,
         count,
         source,
         results,
-        rounds=rounds,
+        rounds=played.rounds,
         upstream_total=total,
-        spans_recorded=recorded,
+        spans_recorded=played.recorded,
         otlp=delivery,
+        emulated_latency=played.waited,
     )
 
 
@@ -450,15 +547,21 @@ async def run_demo(
         return await _emulated(options, progress, meters)
 
 
-async def _emulated(options: DemoOptions, progress: Progress, meters: dict[str, Any]) -> DemoResult:
+def _emulator(options: DemoOptions, jitter: tuple[float, float]) -> Any:
     from ..emulator import EmulatorServer
 
+    return EmulatorServer(seed=LATENCY_SEED, latency=jitter, indexing_delay=options.indexing_delay)
+
+
+async def _emulated(options: DemoOptions, progress: Progress, meters: dict[str, Any]) -> DemoResult:
     latency = options.latency_ms / 1000.0
     # +-20 % seeded jitter, so that the quantiles of the uncached run mean something.
     jitter = (latency * 0.8, latency * 1.2)
 
     def run(name: str, server: Any, alone: bool) -> Any:
         server.reset()  # same data and zero counters for both runs
+        # The same sequence of latencies for both: neither run is slower by the luck of the draw.
+        server.set_latency(jitter, seed=LATENCY_SEED)
         seed_emulator(server)
         return _run(
             name,
@@ -469,18 +572,19 @@ async def _emulated(options: DemoOptions, progress: Progress, meters: dict[str, 
             progress=progress if alone else Progress(),
             meter_provider=meters.get(name),
             alone=alone,
+            waited=lambda: float(server.latency.total_seconds),
         )
 
     if options.duration is not None:
         async with (
-            EmulatorServer(seed=7, latency=jitter) as first,
-            EmulatorServer(seed=7, latency=jitter) as second,
+            _emulator(options, jitter) as first,
+            _emulator(options, jitter) as second,
         ):
             uncached, cached = await asyncio.gather(
                 run("uncached", first, False), run("cached", second, False)
             )
             return DemoResult(options, "emulator", uncached, cached)
-    async with EmulatorServer(seed=7, latency=jitter) as server:
+    async with _emulator(options, jitter) as server:
         uncached = await run("uncached", server, True)
         cached = await run("cached", server, True)
         return DemoResult(options, "emulator", uncached, cached)

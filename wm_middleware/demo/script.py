@@ -15,6 +15,8 @@ from typing import Any
 
 __all__ = [
     "CONTAINER_TAG",
+    "NEW_MEMORY",
+    "NEW_MEMORY_MARK",
     "REPEATED_QUERY",
     "SCRIPT",
     "SEED_MEMORIES",
@@ -42,6 +44,11 @@ SEED_MEMORIES: tuple[dict[str, Any], ...] = (
 
 # The query the repeated-query turn asks ten times.
 REPEATED_QUERY = "peanut allergy"
+
+# The memory the new-memory turn writes, and a word of it no seeded memory has: a search result
+# that contains the word shows the new memory (the real API may rephrase the rest).
+NEW_MEMORY = "Friday dinner booking: Sakura (Japanese, nut-free kitchen) at 19:30 with Sam."
+NEW_MEMORY_MARK = "Sakura"
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,11 +117,7 @@ SCRIPT: tuple[Turn, ...] = (
         user="Book Sakura for Friday and remember it.",
         steps=(
             (_search("Friday dinner booking"), _search(REPEATED_QUERY), _search("lactose dairy")),
-            (
-                _add(
-                    "Friday dinner booking: Sakura (Japanese, nut-free kitchen) at 19:30 with Sam."
-                ),
-            ),
+            (_add(NEW_MEMORY),),
             (
                 _search("Friday dinner booking"),
                 _search("favorite cuisines"),
