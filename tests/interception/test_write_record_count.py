@@ -197,7 +197,7 @@ async def test_sdk_writes_name_their_semconv_operation_and_target_record(
         await done(client.documents.update(TAG, added.id, content="User now prefers tea"))
         await done(client.documents.delete(TAG, ids=[added.id]))
     facts = [(w.operation_name, w.record_id, w.records) for w in runtime.writes]
-    deleted = (added.id, 1) if generation.major == "3" else (None, 1)
+    deleted = (added.id, 1)  # 5.x deletes by a list of ids: a list of one names its record
     assert facts == [
         ("upsert_memory", None, 1),
         ("update_memory", added.id, 1),

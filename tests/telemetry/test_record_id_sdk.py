@@ -22,10 +22,6 @@ from .conftest import Otel
 
 GENERATION = version("supermemory").split(".")[0]
 NS = "user-alex"
-PENDING = pytest.mark.xfail(
-    reason="the adapters fill Write.record_id from the route table", strict=False
-)
-
 
 @pytest.fixture
 def server() -> Iterator[EmulatorServer]:
@@ -58,7 +54,6 @@ CALLS = {
 SPANS = {"update": "update_memory", "delete": "delete_memory"}
 
 
-@PENDING
 @pytest.mark.parametrize("call", list(CALLS))
 def test_a_write_of_one_document_names_it(server: EmulatorServer, otel: Otel, call: str) -> None:
     wm_middleware.instrument(tracer_provider=otel.tracer_provider)

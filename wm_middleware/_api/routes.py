@@ -399,10 +399,14 @@ def query_of(match: Match, body: object) -> str | None:
 
 
 def record_id_of(match: Match, body: object) -> str | None:
-    """The one record a call targets (``gen_ai.memory.record.id``), or ``None``."""
+    """The one record a call targets (``gen_ai.memory.record.id``), or ``None``.
+
+    A batch or bulk call whose record list names exactly one id targets that record too.
+    """
     where = match.route.record_id
     if where is None:
-        return None
+        listed = _listed(match, body) or []
+        return listed[0] if len(listed) == 1 and isinstance(listed[0], str) else None
     if where.startswith("{"):
         return dict(match.segments).get(where.strip("{}"))
     value = body.get(where) if isinstance(body, Mapping) else None
@@ -471,10 +475,16 @@ def attempted(match: Match, body: object) -> int | None:
     ``None`` for any other route, and for a bulk write that names its records another way (a
     3.x ``delete_bulk`` by container tags or file path deletes an unknown number).
     """
-    route = match.route
-    if route.single:
+    if match.route.single:
         return 1
-    if route.records is None or not isinstance(body, Mapping):
+    items = _listed(match, body)
+    return None if items is None else len(items)
+
+
+def _listed(match: Match, body: object) -> list[Any] | None:
+    """The body list of the records a batch or bulk write names, if it has one."""
+    records = match.route.records
+    if records is None or not isinstance(body, Mapping):
         return None
-    items = body.get(route.records)
-    return len(items) if isinstance(items, (list, tuple)) else None
+    items = body.get(records)
+    return list(items) if isinstance(items, (list, tuple)) else None
