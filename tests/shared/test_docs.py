@@ -28,11 +28,9 @@ def test_every_python_block_of_the_page_runs_and_prints_what_it_says(
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60
     )
     assert done.returncode == 0, done.stderr
-    printed = done.stdout.splitlines()
-    expected = [m.group(1) for m in re.finditer(r"# -> (.*)$", code, re.M)]
-    assert len(printed) == len(expected)
-    for line, start in zip(printed, expected, strict=True):
-        assert line.startswith(start)
+    printed = iter(done.stdout.splitlines())  # in order; log lines may come between
+    for start in re.findall(r"# -> (.*)$", code, re.M):
+        assert any(line.startswith(start) for line in printed), (start, done.stdout)
     shown = re.search(r"^# (WARNING:.*?) \.\.\.$", code, re.M)
     if shown:
-        assert shown.group(1) in done.stderr
+        assert shown.group(1) in done.stdout + done.stderr
