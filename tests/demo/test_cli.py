@@ -30,7 +30,11 @@ needs_tools = pytest.mark.skipif(
 
 @needs_tools
 def test_demo_json_summary_shows_the_cached_run_sending_fewer_requests() -> None:
-    result = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5", "--json")
+    # Indexed at once: no write to follow, so every upstream request is a miss or the add.
+    result = run(
+        "-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5", "--json",
+        "--indexing-delay", "0",
+    )  # fmt: skip
 
     assert result.returncode == 0, result.stderr
     summary = json.loads(result.stdout)
