@@ -23,6 +23,7 @@ from .conftest import Otel
 GENERATION = version("supermemory").split(".")[0]
 NS = "user-alex"
 
+
 @pytest.fixture
 def server() -> Iterator[EmulatorServer]:
     with EmulatorServer(seed=3) as running:
