@@ -185,10 +185,11 @@ def test_one_wake_up_reaches_every_waiting_process(redis_url: str, raw: redis.Re
     assert {(r.value, r.outcome) for r in results} == {("v", "shared_wait")}
 
 
-def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str) -> None:
+def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str, raw: redis.Redis) -> None:
     held = HeldLeader(RedisTier(redis_url, op_timeout=0.05), "q", "v")
     waiter = RedisTier(redis_url, op_timeout=0.05)
     waiting = InThread(lambda: waiter.load("q", (), 60.0, lambda: "own"))
+    wait_until(lambda: blocked(raw) >= 1)  # the waiter waits on the leader
     time.sleep(0.3)  # six times op_timeout: the blocking connection must not time out
     held.finish()
     result = waiting.join()
