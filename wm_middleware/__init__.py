@@ -90,7 +90,7 @@ def __getattr__(name: str) -> Any:
 
         return RedisTier
     if name == "configure_otlp":
-        from ._otlp import configure_otlp
+        from ._telemetry.otlp import configure_otlp
 
         return configure_otlp
     raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")

@@ -270,12 +270,12 @@ def _configure_otlp(endpoint: str | None) -> None:
                 endpoint,
             )
             return
-        from ._otlp import configure_otlp
+        from ._telemetry.otlp import configure_otlp
 
         configure_otlp(endpoint)
         _otlp_configured[:] = [endpoint]
     elif os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT"):
-        from ._otlp import configure_otlp
+        from ._telemetry.otlp import configure_otlp
 
         try:
             configure_otlp()

@@ -297,7 +297,7 @@ def test_opentelemetry_instrument_with_the_distro_at_its_defaults_exports_over_g
 def test_probe_is_a_real_export_and_tells_a_wrong_protocol_from_a_collector(
     receiver: tuple[str, Received], grpc_receiver: tuple[str, Received], protocol: str
 ) -> None:
-    from wm_middleware._otlp import probe
+    from wm_middleware._telemetry.otlp import probe
 
     http_endpoint, _ = receiver
     grpc_endpoint, _ = grpc_receiver
@@ -319,7 +319,7 @@ def test_probe_is_a_real_export_and_tells_a_wrong_protocol_from_a_collector(
 def test_probe_with_nothing_listening_says_so() -> None:
     import socket
 
-    from wm_middleware._otlp import probe
+    from wm_middleware._telemetry.otlp import probe
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -330,7 +330,7 @@ def test_probe_with_nothing_listening_says_so() -> None:
 
 
 def test_unsupported_protocol_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    from wm_middleware._otlp import configure_otlp, otlp_protocol
+    from wm_middleware._telemetry.otlp import configure_otlp, otlp_protocol
 
     monkeypatch.setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/json")
     with pytest.raises(ValueError, match="OTEL_EXPORTER_OTLP_PROTOCOL"):

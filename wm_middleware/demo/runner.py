@@ -26,8 +26,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from .._core import CacheStats, WorkingMemory
 from .._instrumentor import instrument, uninstrument, wrap
-from .._otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
 from .._telemetry import OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
+from .._telemetry.otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
