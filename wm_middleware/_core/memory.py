@@ -8,43 +8,35 @@ Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque. Who hold
 * :class:`~.flight.Group` decides who fetches a missing key and who waits, under a lock of its
   own, and tells a leader whether it may store (the invalidation-during-a-fetch story is told in
   ``flight.py``). Lock order: the group's lock, then this one; never the other way round.
-* The leader's work is written once as steps on data (:class:`_Plan` in, ``(value, outcome)``
-  out): re-check the store, fetch (directly or through the shared tier), commit. Only the fetch
-  step has a sync and an async driver.
+* :class:`_Leader` does a leader's work, written once as steps on data (:class:`_Plan` in,
+  ``(value, outcome)`` out): re-check the store, fetch (directly or through the shared tier),
+  commit. Only the fetch step has a sync and an async driver.
+* :class:`~.settling.Settlements` holds the scopes that settle; :class:`~.outcomes.Counters` the
+  lookup counters.
 """
 
 from __future__ import annotations
 
 import copy as _copy
 import inspect
-import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar, cast
 
 from .flight import AsyncLead, Flight, Group, Lead
 from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
 from .outcomes import MISSING, SERVED, CacheStats, Counters, LeaderOutcome, Loaded
-from .settling import Settle, Settlements
+from .settling import Settle, Settlements, check_seconds
 from .store import Entry, Store
 from .tier import SharedCodec, SharedTier, TierResult
 
-__all__ = ["WorkingMemory", "check_ttl"]
+__all__ = ["WorkingMemory"]
 
 T = TypeVar("T")
 _Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, and what it found
-
-
-def check_ttl(name: str, value: object) -> float:
-    """``value`` as seconds, or a clear error naming ``name``: a finite number > 0, not a bool."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    seconds = float(value)
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
-    return seconds
 
 
 def _not_callable(fetch: object) -> TypeError:
@@ -91,185 +83,79 @@ class _Ran:
 
     def calling(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
         def guarded() -> Any:
-            try:
-                value = _call_sync(fetch)
-            except BaseException as error:
-                self.outcome = (False, error)
-                raise
-            self.outcome = (True, value)
-            return value
+            with self._recording():
+                return self._fetched(_call_sync(fetch))
 
         return guarded
 
     def acalling(self, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], Awaitable[Any]]:
         async def guarded() -> Any:
-            try:
-                value = await fetch()
-            except BaseException as error:
-                self.outcome = (False, error)
-                raise
-            self.outcome = (True, value)
-            return value
+            with self._recording():
+                return self._fetched(await fetch())
 
         return guarded
 
+    @contextmanager
+    def _recording(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as error:
+            self.outcome = (False, error)
+            raise
 
-class _ByKey:
-    """The key-level interface client adapters and the runtime call (lookup, load, aload,
-    drop_local, stats), and the leader's steps behind it. :class:`WorkingMemory` adds the
-    query-level interface."""
+    def _fetched(self, value: Any) -> Any:
+        self.outcome = (True, value)
+        return value
 
-    _ttl: float
-    _refresh_after: float | None
-    _clock: Callable[[], float]
-    _copy: bool
-    _keys: KeyMemo
-    _counts: Counters
-    _flights: Group
-    _lock: threading.Lock
-    _shared: SharedTier | None
-    _store: Store
-    _settling: Settlements
 
-    # -- by key: what client adapters call -----------------------------------------------------
-    def lookup(
+class _Leader:
+    """A leader's work for one memory, over the memory's own parts (it holds no state of its own).
+
+    Each step takes a :class:`_Plan`; :meth:`lead` and :meth:`alead` chain them into what the
+    flight group runs for the leader of a flight.
+    """
+
+    __slots__ = (
+        "_clock",
+        "_copy",
+        "_counts",
+        "_flights",
+        "_lock",
+        "_settling",
+        "_shared",
+        "_store",
+    )
+
+    def __init__(
         self,
-        key: Key,
-        fetch: Callable[[], Any] | None = None,
-        *,
-        is_async: bool = False,
-        codec: SharedCodec | None = None,
-    ) -> Any:
-        """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
+        store: Store,
+        lock: threading.Lock,
+        flights: Group,
+        counts: Counters,
+        settling: Settlements,
+        shared: SharedTier | None,
+        clock: Callable[[], float],
+        copy: bool,
+    ) -> None:
+        self._store = store
+        self._lock = lock
+        self._flights = flights
+        self._counts = counts
+        self._settling = settling
+        self._shared = shared
+        self._clock = clock
+        self._copy = copy
 
-        Lock-free (see ``store.py``). With ``refresh_after`` set and ``fetch`` given, an old
-        enough hit also starts the single background refresh of its key: in a thread, or in a
-        task of the running asyncio loop when ``is_async`` (then ``fetch`` returns an awaitable),
-        through the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key``
-        themselves (any hashable); on ``MISSING`` they call :meth:`load`.
-        """
-        now = self._clock()
-        entry = self._store.find(key, now)
-        if entry is None:
-            return MISSING
-        if entry.fresh <= now and fetch is not None and self._refresh_after is not None:
-            self._start_refresh(entry, fetch, is_async, codec)
-        self._counts.hits += 1
-        return self._copied(entry.value) if self._copy else entry.value
+    def plan(
+        self, key: Key, scopes: tuple[Hashable, ...], ttl: float, codec: SharedCodec | None
+    ) -> _Plan:
+        """The plan of a load, its ``ttl`` capped by a settle of its scopes (the tier's too)."""
+        return _Plan(key, scopes, self._settling.cap(key, scopes, ttl), codec)
 
-    def load(
-        self,
-        key: Key,
-        fetch: Callable[[], Any],
-        *,
-        ttl: float | None = None,
-        scopes: tuple[Hashable, ...] = (),
-        info: object = None,
-        codec: SharedCodec | None = None,
-        flight: Hashable | None = None,
-    ) -> Loaded:
-        """Look ``key`` up; on a miss lead or join its single fetch, in this thread.
-
-        Callers share a fetch only when both ``key`` and ``flight`` match (``None``: the key
-        itself), so callers whose requests differ in what decides the outcome (retries,
-        timeouts...) pass different ``flight`` keys; the value is stored under ``key`` either
-        way. The leader asks the shared tier, if any, which may answer from its store, from
-        another process's fetch, or by running ``fetch``. The result is stored under ``key`` for
-        ``ttl`` seconds (default: the memory's) with ``scopes`` for :meth:`invalidate_scope`,
-        unless an invalidation or ``set`` of the key came meanwhile. ``info`` is this caller's
-        handle (e.g. a span context); a follower gets the leader's in :attr:`Loaded.leader`.
-        Counts exactly one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to
-        every caller sharing it and is cached nowhere. ``codec`` says how the value crosses the
-        shared tier (see :class:`~wm_middleware._core.tier.SharedCodec`).
-
-        Raises:
-            TypeError, ValueError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
-            RuntimeError: ``fetch`` asked for ``key`` while computing it.
-        """
-        _check_fetch(fetch, is_async=False)
-        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
-        # Capped by a settle of the key's scopes, the shared tier's copy included.
-        plan = _Plan(key, scopes, self._settling.cap(key, scopes, seconds), codec)
-        led, leading, leader = self._flights.do(
-            key, self._lead(plan, fetch), flight=flight, scopes=scopes, info=info
-        )
-        return self._loaded(led, leading, info, leader)
-
-    async def aload(
-        self,
-        key: Key,
-        fetch: Callable[[], Awaitable[Any]],
-        *,
-        ttl: float | None = None,
-        scopes: tuple[Hashable, ...] = (),
-        info: object = None,
-        codec: SharedCodec | None = None,
-        flight: Hashable | None = None,
-    ) -> Loaded:
-        """Async :meth:`load`.
-
-        Under asyncio the leader's fetch runs in a task of its own: a cancelled caller never
-        cancels it for the others; it is cancelled only when every caller waiting for it is
-        gone. Under another event loop (trio, through anyio) no asyncio loop runs: the caller
-        leads the fetch in its own task (threads and asyncio callers may join it), or fetches
-        alone when a flight of the key runs already; the result is stored by the same rule.
-        """
-        _check_fetch(fetch, is_async=True)
-        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
-        plan = _Plan(key, scopes, self._settling.cap(key, scopes, seconds), codec)
-        led, leading, leader = await self._flights.ado(
-            key, self._alead(plan, fetch), flight=flight, scopes=scopes, info=info
-        )
-        return self._loaded(led, leading, info, leader)
-
-    def drop_local(
-        self,
-        *,
-        keys: Iterable[Hashable] = (),
-        scopes: Iterable[Hashable] = (),
-        everything: bool = False,
-    ) -> int:
-        """Drop matching entries of this process only, and detach matching flights.
-
-        What a shared tier calls when another process invalidates; never calls the tier back.
-        Returns how many entries were dropped.
-        """
-        keys, scopes = tuple(keys), tuple(scopes)
-        with self._flights.forgetting(keys, scopes, everything=everything), self._lock:
-            if everything:
-                self._keys.clear()  # the query text it holds lives no longer than the entries
-                return self._store.clear()
-            return self._store.drop(keys, scopes)
-
-    def stats(self) -> CacheStats:
-        """A snapshot of the counters, taken under the lock."""
-        inflight = len(self._flights)  # ends dead flights first, so takes the group's lock
-        shared_errors = self._counts.shared_faults
-        if self._shared is not None:
-            try:
-                shared_errors += self._shared.errors
-            except Exception:  # a broken tier must not break the stats (or the telemetry)
-                pass
-        counts, store = self._counts, self._store
-        with self._lock:
-            return CacheStats(
-                hits=counts.hits,
-                misses=counts.misses,
-                coalesced=counts.coalesced + self._flights.joined,
-                evictions=store.evictions,
-                expirations=store.expirations,
-                invalidations=store.invalidations,
-                size=len(store),
-                inflight=inflight,
-                shared_hits=counts.shared_hits,
-                shared_waits=counts.shared_waits,
-                shared_errors=shared_errors,
-            )
-
-    # -- the leader's steps ---------------------------------------------------------------------
-    def _copied(self, value: Any) -> Any:
+    def copied(self, value: Any) -> Any:
         return _copy.deepcopy(value) if self._copy else value
 
+    # -- the steps -----------------------------------------------------------------------------
     def _recheck(self, plan: _Plan, count: bool) -> _Led | None:
         """Step 1: the key may have been stored since the caller's lock-free miss."""
         if plan.refresh:
@@ -344,7 +230,7 @@ class _ByKey:
 
     def _commit(self, flight: Flight, plan: _Plan, result: TierResult) -> _Led:
         """Step 3: store the result, unless an invalidation detached the flight meanwhile."""
-        kept = self._copied(result.value) if result.keep_local else None
+        kept = self.copied(result.value) if result.keep_local else None
         with self._flights.committing(flight) as current, self._lock:
             if current and result.keep_local:
                 # Capped again: a fetch that began before a settle must not outlive it.
@@ -360,7 +246,7 @@ class _ByKey:
                 self._store.rearm(plan.key, self._clock())
 
     # -- the drivers: the same steps, the fetch awaited or not ---------------------------------
-    def _lead(self, plan: _Plan, fetch: Callable[[], Any]) -> Lead:
+    def lead(self, plan: _Plan, fetch: Callable[[], Any]) -> Lead:
         def lead(flight: Flight, count: bool) -> _Led:
             led = self._recheck(plan, count)
             if led is not None:
@@ -374,7 +260,7 @@ class _ByKey:
 
         return lead
 
-    def _alead(self, plan: _Plan, fetch: Callable[[], Awaitable[Any]]) -> AsyncLead:
+    def alead(self, plan: _Plan, fetch: Callable[[], Awaitable[Any]]) -> AsyncLead:
         async def lead(flight: Flight, count: bool) -> _Led:
             led = self._recheck(plan, count)
             if led is not None:
@@ -388,24 +274,205 @@ class _ByKey:
 
         return lead
 
-    def _loaded(self, led: _Led, leading: bool, info: object, leader: object) -> Loaded:
+    def loaded(self, led: _Led, leading: bool, info: object, leader: object) -> Loaded:
         """What a caller of load / aload reads, from what :class:`Group` returned."""
         value, outcome = led
         if not leading:
-            return Loaded(self._copied(value), "coalesced", "local", leader)
+            return Loaded(self.copied(value), "coalesced", "local", leader)
         served, tier = SERVED[outcome]
-        return Loaded(self._copied(value), served, tier, info if served == "miss" else None)
+        return Loaded(self.copied(value), served, tier, info if served == "miss" else None)
 
-    def _start_refresh(
+    def refresh(
         self, entry: Entry, fetch: Callable[[], Any], is_async: bool, codec: SharedCodec | None
     ) -> None:
+        """Start the one background refresh of ``entry``, unless it is not due (any more)."""
         with self._lock:
             if not self._store.claim_refresh(entry, self._clock()):
                 return
         plan = _Plan(entry.key, entry.scopes, entry.ttl, codec, refresh=True)
-        lead = self._alead(plan, fetch) if is_async else self._lead(plan, fetch)
+        lead = self.alead(plan, fetch) if is_async else self.lead(plan, fetch)
         if not self._flights.refresh(entry.key, entry.scopes, lead, is_async=is_async):
             self._failed(plan)  # a flight of the key runs already, or no loop runs to refresh in
+
+
+class _ByKey:
+    """The key-level interface client adapters and the runtime call (lookup, load, aload,
+    invalidate_scope, drop_local, stats). :class:`WorkingMemory` adds the query-level interface
+    and builds the parts."""
+
+    _ttl: float
+    _refresh_after: float | None
+    _clock: Callable[[], float]
+    _copy: bool
+    _keys: KeyMemo
+    _counts: Counters
+    _flights: Group
+    _lock: threading.Lock
+    _shared: SharedTier | None
+    _store: Store
+    _settling: Settlements
+    _leader: _Leader
+
+    def lookup(
+        self,
+        key: Key,
+        fetch: Callable[[], Any] | None = None,
+        *,
+        is_async: bool = False,
+        codec: SharedCodec | None = None,
+    ) -> Any:
+        """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
+
+        Lock-free (see ``store.py``). With ``refresh_after`` set and ``fetch`` given, an old
+        enough hit also starts the single background refresh of its key: in a thread, or in a
+        task of the running asyncio loop when ``is_async`` (then ``fetch`` returns an awaitable),
+        through the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key``
+        themselves (any hashable); on ``MISSING`` they call :meth:`load`.
+        """
+        now = self._clock()
+        entry = self._store.find(key, now)
+        if entry is None:
+            return MISSING
+        if entry.fresh <= now and fetch is not None:  # due a refresh: refresh_after is set
+            self._leader.refresh(entry, fetch, is_async, codec)
+        self._counts.hits += 1
+        return self._copied(entry.value) if self._copy else entry.value
+
+    def load(
+        self,
+        key: Key,
+        fetch: Callable[[], Any],
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+        codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
+    ) -> Loaded:
+        """Look ``key`` up; on a miss lead or join its single fetch, in this thread.
+
+        Callers share a fetch only when both ``key`` and ``flight`` match (``None``: the key
+        itself), so callers whose requests differ in what decides the outcome (retries,
+        timeouts...) pass different ``flight`` keys; the value is stored under ``key`` either
+        way. The leader asks the shared tier, if any, which may answer from its store, from
+        another process's fetch, or by running ``fetch``. The result is stored under ``key`` for
+        ``ttl`` seconds (default: the memory's) with ``scopes`` for :meth:`invalidate_scope`,
+        unless an invalidation or ``set`` of the key came meanwhile. ``info`` is this caller's
+        handle (e.g. a span context); a follower gets the leader's in :attr:`Loaded.leader`.
+        Counts exactly one of hit, miss, coalesced. ``fetch``'s exception propagates unchanged to
+        every caller sharing it and is cached nowhere. ``codec`` says how the value crosses the
+        shared tier (see :class:`~wm_middleware._core.tier.SharedCodec`).
+
+        Raises:
+            TypeError, ValueError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
+            RuntimeError: ``fetch`` asked for ``key`` while computing it.
+        """
+        _check_fetch(fetch, is_async=False)
+        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
+        plan = self._leader.plan(key, scopes, seconds, codec)
+        led, leading, leader = self._flights.do(
+            key, self._leader.lead(plan, fetch), flight=flight, scopes=scopes, info=info
+        )
+        return self._leader.loaded(led, leading, info, leader)
+
+    async def aload(
+        self,
+        key: Key,
+        fetch: Callable[[], Awaitable[Any]],
+        *,
+        ttl: float | None = None,
+        scopes: tuple[Hashable, ...] = (),
+        info: object = None,
+        codec: SharedCodec | None = None,
+        flight: Hashable | None = None,
+    ) -> Loaded:
+        """Async :meth:`load`.
+
+        Under asyncio the leader's fetch runs in a task of its own: a cancelled caller never
+        cancels it for the others; it is cancelled only when every caller waiting for it is
+        gone. Under another event loop (trio, through anyio) no asyncio loop runs: the caller
+        leads the fetch in its own task (threads and asyncio callers may join it), or fetches
+        alone when a flight of the key runs already; the result is stored by the same rule.
+        """
+        _check_fetch(fetch, is_async=True)
+        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
+        plan = self._leader.plan(key, scopes, seconds, codec)
+        led, leading, leader = await self._flights.ado(
+            key, self._leader.alead(plan, fetch), flight=flight, scopes=scopes, info=info
+        )
+        return self._leader.loaded(led, leading, info, leader)
+
+    def invalidate_scope(self, *scopes: Hashable) -> int:
+        """Drop every entry carrying any of ``scopes``; return how many were dropped here.
+
+        Adapters tag entries with scopes (a tenant, a container tag, a namespace) when they store
+        them; a write then drops exactly what it could have changed. In-flight fetches carrying a
+        scope are detached as by :meth:`invalidate`. The shared tier, if any, is told too.
+        """
+        if not scopes:
+            return 0
+        dropped = self.drop_local(scopes=scopes)
+        self._tell_tier((), scopes)
+        return dropped
+
+    def drop_local(
+        self,
+        *,
+        keys: Iterable[Hashable] = (),
+        scopes: Iterable[Hashable] = (),
+        everything: bool = False,
+    ) -> int:
+        """Drop matching entries of this process only, and detach matching flights.
+
+        What a shared tier calls when another process invalidates; never calls the tier back.
+        Returns how many entries were dropped.
+        """
+        keys, scopes = tuple(keys), tuple(scopes)
+        with self._flights.forgetting(keys, scopes, everything=everything), self._lock:
+            if everything:
+                self._keys.clear()  # the query text it holds lives no longer than the entries
+                return self._store.clear()
+            return self._store.drop(keys, scopes)
+
+    def stats(self) -> CacheStats:
+        """A snapshot of the counters, taken under the lock."""
+        inflight = len(self._flights)  # ends dead flights first, so takes the group's lock
+        tier_errors = 0
+        if self._shared is not None:
+            try:
+                tier_errors = self._shared.errors
+            except Exception:  # a broken tier must not break the stats (or the telemetry)
+                pass
+        with self._lock:
+            return self._counts.snapshot(
+                self._store, joined=self._flights.joined, inflight=inflight, tier_errors=tier_errors
+            )
+
+    def _copied(self, value: Any) -> Any:
+        return _copy.deepcopy(value) if self._copy else value
+
+    def _drop_settled(self, scopes: tuple[Hashable, ...]) -> None:
+        """A settle ended: its scopes (and entries keyed by a scope, a plain query) go."""
+        self.drop_local(keys=scopes, scopes=scopes)
+        self._tell_tier(scopes, scopes)
+
+    def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
+        """Pass an invalidation on to the shared tier (``keys=None``: everything).
+
+        Called outside the locks: the tier calls :meth:`drop_local` of every bound memory, this
+        one included. A tier that raises is counted as a shared error; the caller's write does
+        not fail for it.
+        """
+        shared = self._shared
+        if shared is None:
+            return
+        try:
+            if keys is None:
+                shared.clear()
+            else:
+                shared.invalidate(keys=keys, scopes=scopes)
+        except Exception:
+            self._counts.shared_faults += 1
 
 
 class WorkingMemory(_ByKey, Generic[T]):
@@ -453,11 +520,11 @@ class WorkingMemory(_ByKey, Generic[T]):
             raise TypeError(f"max_entries must be an int, not {type(max_entries).__name__}")
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
-        self._ttl = check_ttl("ttl", ttl)
+        self._ttl = check_seconds("ttl", ttl)
         if not callable(clock):
             raise TypeError(f"clock must be callable, not {type(clock).__name__}")
         if refresh_after is not None:
-            refresh_after = check_ttl("refresh_after", refresh_after)
+            refresh_after = check_seconds("refresh_after", refresh_after)
             if refresh_after >= self._ttl:
                 raise ValueError(
                     f"refresh_after must be below ttl ({self._ttl}), got {refresh_after}"
@@ -479,6 +546,16 @@ class WorkingMemory(_ByKey, Generic[T]):
         self._flights = Group()
         self._counts = Counters()
         self._settling = Settlements(clock, self._drop_settled)
+        self._leader = _Leader(
+            self._store,
+            self._lock,
+            self._flights,
+            self._counts,
+            self._settling,
+            shared,
+            clock,
+            copy,
+        )
         if shared is not None:
             shared.bind(self)
 
@@ -550,18 +627,17 @@ class WorkingMemory(_ByKey, Generic[T]):
         """
         key = self._keys.search_key(query, container_tags, limit, params)
         if ttl is not None:
-            check_ttl("ttl", ttl)
+            check_seconds("ttl", ttl)
         if not callable(fetch):
             raise _not_callable(fetch)
         now = self._clock()
-        entry = self._store.find(key, now)
-        if entry is not None and entry.fresh > now:  # a plain hit: no refresh is due
-            self._counts.hits += 1
-            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
-        value = self.lookup(key, fetch)  # a hit due a refresh, or a miss
-        if value is not MISSING:
-            return cast(T, value)
-        return cast(T, self.load(key, fetch, ttl=ttl, scopes=self._scopes(query, key)).value)
+        entry = self._store.find(key, now)  # probed once: a miss goes on with what it found
+        if entry is None:
+            return cast(T, self.load(key, fetch, ttl=ttl, scopes=self._scopes(query, key)).value)
+        if entry.fresh <= now:  # due a refresh (so refresh_after is set): one, in the background
+            self._leader.refresh(entry, fetch, False, None)
+        self._counts.hits += 1
+        return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
 
     async def asearch(
         self,
@@ -576,19 +652,18 @@ class WorkingMemory(_ByKey, Generic[T]):
         """Async :meth:`search`: ``fetch()`` returns an awaitable. See :meth:`aload`."""
         key = self._keys.search_key(query, container_tags, limit, params)
         if ttl is not None:
-            check_ttl("ttl", ttl)
+            check_seconds("ttl", ttl)
         if not callable(fetch):
             raise _not_callable(fetch)
         now = self._clock()
-        entry = self._store.find(key, now)
-        if entry is not None and entry.fresh > now:  # as in search()
-            self._counts.hits += 1
-            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
-        value = self.lookup(key, fetch, is_async=True)
-        if value is not MISSING:
-            return cast(T, value)
-        loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._scopes(query, key))
-        return cast(T, loaded.value)
+        entry = self._store.find(key, now)  # as in search()
+        if entry is None:
+            loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._scopes(query, key))
+            return cast(T, loaded.value)
+        if entry.fresh <= now:
+            self._leader.refresh(entry, fetch, True, None)
+        self._counts.hits += 1
+        return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
 
     def _scopes(self, query: str, key: Key) -> tuple[Hashable, ...]:
         # A query's plain entry is keyed by the query; its parameter variants carry it as a scope.
@@ -615,7 +690,7 @@ class WorkingMemory(_ByKey, Generic[T]):
         result is not stored. Local to this process, even with a shared tier.
         """
         key = make_key(query, params)
-        seconds = self._ttl if ttl is None else check_ttl("ttl", ttl)
+        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
         scopes = (normalise_query(query),) if params else ()
         kept = self._copied(value)
         with self._flights.forgetting(keys=(key,)), self._lock:
@@ -662,19 +737,6 @@ class WorkingMemory(_ByKey, Generic[T]):
         self._tell_tier((normalised,), (normalised,))
         return dropped
 
-    def invalidate_scope(self, *scopes: Hashable) -> int:
-        """Drop every entry carrying any of ``scopes``; return how many were dropped here.
-
-        Adapters tag entries with scopes (a tenant, a container tag, a namespace) when they store
-        them; a write then drops exactly what it could have changed. In-flight fetches carrying a
-        scope are detached as by :meth:`invalidate`. The shared tier, if any, is told too.
-        """
-        if not scopes:
-            return 0
-        dropped = self.drop_local(scopes=scopes)
-        self._tell_tier((), scopes)
-        return dropped
-
     def clear(self) -> None:
         """Drop every entry (pinned ones too), detach every fetch in flight, tell the tier."""
         self.invalidate()
@@ -709,35 +771,8 @@ class WorkingMemory(_ByKey, Generic[T]):
             TypeError: an unhashable scope, a non-callable or ``async`` ``until``, a non-number.
             ValueError: no scope, or ``within`` / ``every`` not a finite number of seconds > 0.
         """
-        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
-        return self._settling.begin(normalised, within=within, until=until, every=every)
+        return self._settling.begin(scopes, within=within, until=until, every=every)
 
     def settling(self, *scopes: Hashable) -> bool:
         """True while any of ``scopes`` (as for :meth:`settle`) settles."""
-        if not self._settling:  # the common case, on the traced hit path: nothing to normalise
-            return False
-        normalised = tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
-        return self._settling.settling(normalised)
-
-    def _drop_settled(self, scopes: tuple[Hashable, ...]) -> None:
-        """A settle ended: its scopes (and entries keyed by a scope, a plain query) go."""
-        self.drop_local(keys=scopes, scopes=scopes)
-        self._tell_tier(scopes, scopes)
-
-    def _tell_tier(self, keys: tuple[Hashable, ...] | None, scopes: tuple[Hashable, ...]) -> None:
-        """Pass an invalidation on to the shared tier (``keys=None``: everything).
-
-        Called outside the locks: the tier calls :meth:`drop_local` of every bound memory, this
-        one included. A tier that raises is counted as a shared error; the caller's write does
-        not fail for it.
-        """
-        shared = self._shared
-        if shared is None:
-            return
-        try:
-            if keys is None:
-                shared.clear()
-            else:
-                shared.invalidate(keys=keys, scopes=scopes)
-        except Exception:
-            self._counts.shared_faults += 1
+        return self._settling.settling(scopes)

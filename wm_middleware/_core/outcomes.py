@@ -10,13 +10,14 @@ memory's :class:`CacheStats` reports; the store counts what happens to entries.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
 __all__ = [
     "MISSING",
     "SERVED",
     "CacheStats",
     "Counters",
+    "EntryCounts",
     "LeaderOutcome",
     "Loaded",
     "Outcome",
@@ -89,6 +90,38 @@ class Counters:
             self.shared_waits += 1
         else:
             self.misses += 1
+
+    def snapshot(
+        self, entries: EntryCounts, *, joined: int, inflight: int, tier_errors: int
+    ) -> CacheStats:
+        """These counters with the store's (``entries``) and the flight group's, as stats.
+
+        ``joined`` callers shared a local flight; ``tier_errors`` are the failures the tier
+        counted itself, added to the faults counted here.
+        """
+        return CacheStats(
+            hits=self.hits,
+            misses=self.misses,
+            coalesced=self.coalesced + joined,
+            evictions=entries.evictions,
+            expirations=entries.expirations,
+            invalidations=entries.invalidations,
+            size=len(entries),
+            inflight=inflight,
+            shared_hits=self.shared_hits,
+            shared_waits=self.shared_waits,
+            shared_errors=self.shared_faults + tier_errors,
+        )
+
+
+class EntryCounts(Protocol):
+    """What the store counts of its entries (:class:`~.store.Store` is one)."""
+
+    evictions: int
+    expirations: int
+    invalidations: int
+
+    def __len__(self) -> int: ...
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,9 +23,12 @@ import logging
 import math
 import threading
 from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
 from typing import Final, Literal
 
-__all__ = ["EndReason", "Settle", "Settlements"]
+from .keys import normalise_query
+
+__all__ = ["EndReason", "Settle", "Settlements", "as_scopes", "check_seconds"]
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,11 @@ EndReason = Literal["until", "ended", "deadline"]
 """Why a settle ended: its condition held, :meth:`Settle.end` was called, or it ran out."""
 
 _MAX_SLEEP: Final = 0.25  # the thread re-reads the clock at least this often (fake clocks too)
+
+
+def as_scopes(scopes: Iterable[Hashable]) -> tuple[Hashable, ...]:
+    """``scopes`` as the memory's scopes: a query (a str) normalised, anything else as it is."""
+    return tuple(normalise_query(s) if isinstance(s, str) else s for s in scopes)
 
 
 def check_seconds(name: str, value: object) -> float:
@@ -45,43 +53,23 @@ def check_seconds(name: str, value: object) -> float:
     return seconds
 
 
+@dataclass(eq=False, repr=False, slots=True)
 class Settle:
     """One settle of some scopes, as :meth:`WorkingMemory.settle` returns it.
 
     ``deadline`` is on the memory's clock. ``reason`` is ``None`` while it settles, then the
-    :data:`EndReason`. Written under the registry's lock; read anywhere.
+    :data:`EndReason`. Written under the registry's lock; read anywhere. Compared by identity.
     """
 
-    __slots__ = (
-        "_done",
-        "_drop",
-        "_registry",
-        "deadline",
-        "every",
-        "next_poll",
-        "reason",
-        "scopes",
-        "until",
-    )
-
-    def __init__(
-        self,
-        registry: Settlements,
-        scopes: tuple[Hashable, ...],
-        deadline: float,
-        until: Callable[[], object] | None,
-        every: float,
-        drop: Callable[[tuple[Hashable, ...]], object],
-    ) -> None:
-        self._registry = registry
-        self.scopes = scopes
-        self.deadline = deadline
-        self.until = until
-        self.every = every
-        self.next_poll = math.inf
-        self.reason: EndReason | None = None
-        self._drop = drop
-        self._done = threading.Event()
+    _registry: Settlements
+    scopes: tuple[Hashable, ...]
+    deadline: float
+    until: Callable[[], object] | None
+    every: float
+    _drop: Callable[[tuple[Hashable, ...]], object]
+    next_poll: float = math.inf
+    reason: EndReason | None = None
+    _done: threading.Event = field(default_factory=threading.Event)
 
     @property
     def active(self) -> bool:
@@ -133,8 +121,11 @@ class Settlements:
         every: float = 1.0,
         drop: Callable[[tuple[Hashable, ...]], object] | None = None,
     ) -> Settle:
-        """Start settling ``scopes`` for at most ``within`` seconds (see WorkingMemory.settle)."""
-        scopes = tuple(scopes)
+        """Start settling ``scopes`` (see :func:`as_scopes`) for at most ``within`` seconds.
+
+        See :meth:`WorkingMemory.settle`.
+        """
+        scopes = as_scopes(scopes)
         if not scopes:
             raise ValueError("settle needs at least one scope")
         for scope in scopes:
@@ -188,8 +179,10 @@ class Settlements:
         return found
 
     def settling(self, scopes: Iterable[Hashable]) -> bool:
-        """True when any of ``scopes`` settles now."""
-        return self.deadline(scopes) is not None
+        """True when any of ``scopes`` (see :func:`as_scopes`) settles now."""
+        if not self._index:  # the common case, on the traced hit path: nothing to normalise
+            return False
+        return self.deadline(as_scopes(scopes)) is not None
 
     def finish(self, settle: Settle, reason: EndReason) -> bool:
         """End ``settle`` for ``reason`` and drop its scopes (outside the lock)."""

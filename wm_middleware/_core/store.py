@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
+from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from .keys import Key
@@ -33,30 +34,21 @@ _MAX_QUEUES: Final = 32  # expiry queues, one per distinct TTL up to this many
 _NO_KEY: Final = object()
 
 
+@dataclass(eq=False, slots=True)
 class Entry:
     """One stored value. ``expires``/``fresh`` are monotonic deadlines (``inf``: never).
 
     ``fresh`` is when a hit stops being plain: ``min(expires, refresh due)``, so the hit path
-    compares one number. While a refresh of the entry runs it equals ``expires``.
+    compares one number. While a refresh of the entry runs it equals ``expires``. Compared by
+    identity: the expiry queues tell a live entry from a dropped one of the same key.
     """
 
-    __slots__ = ("expires", "fresh", "key", "scopes", "ttl", "value")
-
-    def __init__(
-        self,
-        key: Key,
-        value: Any,
-        expires: float,
-        fresh: float,
-        ttl: float,
-        scopes: tuple[Hashable, ...],
-    ) -> None:
-        self.key = key
-        self.value = value
-        self.expires = expires
-        self.fresh = fresh
-        self.ttl = ttl
-        self.scopes = scopes
+    key: Key
+    value: Any
+    expires: float
+    fresh: float
+    ttl: float
+    scopes: tuple[Hashable, ...]
 
 
 class Store:
@@ -107,13 +99,14 @@ class Store:
     # -- reads ---------------------------------------------------------------------------------
     def find(self, key: Key, now: float) -> Entry | None:
         """The live entry of ``key``, made most recent, or ``None``. Safe without a lock."""
-        entry = self._lru.get(key)
+        lru = self._lru
+        entry = lru.get(key)
         if entry is None:
             return self._pinned.get(key)
         if entry.expires <= now:
             return None
         try:
-            self._lru.move_to_end(key)
+            lru.move_to_end(key)
         except KeyError:
             pass  # evicted since the probe: the entry read was live, so it is still a hit
         return entry
