@@ -108,6 +108,7 @@ class _Ran:
         return value
 
 
+@dataclass(frozen=True, slots=True)
 class _Leader:
     """A leader's work for one memory, over the memory's own parts (it holds no state of its own).
 
@@ -115,89 +116,67 @@ class _Leader:
     flight group runs for the leader of a flight.
     """
 
-    __slots__ = (
-        "_clock",
-        "_copy",
-        "_counts",
-        "_flights",
-        "_lock",
-        "_settling",
-        "_shared",
-        "_store",
-    )
-
-    def __init__(
-        self,
-        store: Store,
-        lock: threading.Lock,
-        flights: Group,
-        counts: Counters,
-        settling: Settlements,
-        shared: SharedTier | None,
-        clock: Callable[[], float],
-        copy: bool,
-    ) -> None:
-        self._store = store
-        self._lock = lock
-        self._flights = flights
-        self._counts = counts
-        self._settling = settling
-        self._shared = shared
-        self._clock = clock
-        self._copy = copy
+    store: Store
+    lock: threading.Lock
+    flights: Group
+    counts: Counters
+    settling: Settlements
+    shared: SharedTier | None
+    clock: Callable[[], float]
+    copy: bool
 
     def plan(
         self, key: Key, scopes: tuple[Hashable, ...], ttl: float, codec: SharedCodec | None
     ) -> _Plan:
         """The plan of a load, its ``ttl`` capped by a settle of its scopes (the tier's too)."""
-        return _Plan(key, scopes, self._settling.cap(key, scopes, ttl), codec)
+        return _Plan(key, scopes, self.settling.cap(key, scopes, ttl), codec)
 
     def copied(self, value: Any) -> Any:
-        return _copy.deepcopy(value) if self._copy else value
+        return _copy.deepcopy(value) if self.copy else value
 
     # -- the steps -----------------------------------------------------------------------------
     def _recheck(self, plan: _Plan, count: bool) -> _Led | None:
         """Step 1: the key may have been stored since the caller's lock-free miss."""
         if plan.refresh:
             return None
-        with self._lock:
-            entry = self._store.lookup(plan.key, self._clock())
+        with self.lock:
+            entry = self.store.lookup(plan.key, self.clock())
         if entry is None:
             return None
-        self._counts.hits += count
+        self.counts.hits += count
         return entry.value, "hit"
 
     def _fetch(self, plan: _Plan, fetch: Callable[[], Any], count: bool) -> TierResult:
         """Step 2, sync: the fetch, or the shared tier around it. Counts the leader's lookup."""
-        if self._shared is None:
-            self._counts.misses += count  # before the fetch: waiters see it counted
+        if self.shared is None:
+            self.counts.misses += count  # before the fetch: waiters see it counted
             return TierResult(_call_sync(fetch), "fetched")
         ran = _Ran()
         try:
             try:
-                result = self._shared.load(
+                result = self.shared.load(
                     plan.key, plan.scopes, plan.ttl, ran.calling(fetch), plan.codec
                 )
             except Exception as error:
                 result = self._tier_fault(error, ran) or TierResult(ran.calling(fetch)(), "fetched")
         except BaseException:
-            self._counts.misses += count  # the fetch ran, and failed
+            self.counts.misses += count  # the fetch ran, and failed
             raise
         if count:
-            self._counts.led(result.outcome)
+            self.counts.led(result.outcome)
         return result
 
     async def _afetch(
         self, plan: _Plan, fetch: Callable[[], Awaitable[Any]], count: bool
     ) -> TierResult:
         """Step 2, async: as :meth:`_fetch`."""
-        if self._shared is None:
-            self._counts.misses += count
+        if self.shared is None:
+            self.counts.misses += count
             return TierResult(await fetch(), "fetched")
         ran = _Ran()
         try:
             try:
-                result = await self._shared.aload(
+                result = await self.shared.aload(
                     plan.key, plan.scopes, plan.ttl, ran.acalling(fetch), plan.codec
                 )
             except Exception as error:
@@ -205,10 +184,10 @@ class _Leader:
                     await ran.acalling(fetch)(), "fetched"
                 )
         except BaseException:
-            self._counts.misses += count
+            self.counts.misses += count
             raise
         if count:
-            self._counts.led(result.outcome)
+            self.counts.led(result.outcome)
         return result
 
     def _tier_fault(self, error: Exception, ran: _Ran) -> TierResult | None:
@@ -220,30 +199,30 @@ class _Leader:
         broke before it yields ``None``: the caller then runs the fetch itself.
         """
         if ran.outcome is None:
-            self._counts.shared_faults += 1
+            self.counts.shared_faults += 1
             return None
         fetched, got = ran.outcome
         if not fetched:
             raise error if got is error else got
-        self._counts.shared_faults += 1
+        self.counts.shared_faults += 1
         return TierResult(got, "fetched")
 
     def _commit(self, flight: Flight, plan: _Plan, result: TierResult) -> _Led:
         """Step 3: store the result, unless an invalidation detached the flight meanwhile."""
         kept = self.copied(result.value) if result.keep_local else None
-        with self._flights.committing(flight) as current, self._lock:
+        with self.flights.committing(flight) as current, self.lock:
             if current and result.keep_local:
                 # Capped again: a fetch that began before a settle must not outlive it.
-                ttl = self._settling.cap(plan.key, plan.scopes, plan.ttl)
-                self._store.put(plan.key, kept, ttl, plan.scopes, self._clock())
+                ttl = self.settling.cap(plan.key, plan.scopes, plan.ttl)
+                self.store.put(plan.key, kept, ttl, plan.scopes, self.clock())
             elif plan.refresh:
-                self._store.rearm(plan.key, self._clock())
+                self.store.rearm(plan.key, self.clock())
         return result.value, result.outcome
 
     def _failed(self, plan: _Plan) -> None:
         if plan.refresh:  # the old value stays until its TTL; a later hit retries
-            with self._lock:
-                self._store.rearm(plan.key, self._clock())
+            with self.lock:
+                self.store.rearm(plan.key, self.clock())
 
     # -- the drivers: the same steps, the fetch awaited or not ---------------------------------
     def lead(self, plan: _Plan, fetch: Callable[[], Any]) -> Lead:
@@ -286,12 +265,12 @@ class _Leader:
         self, entry: Entry, fetch: Callable[[], Any], is_async: bool, codec: SharedCodec | None
     ) -> None:
         """Start the one background refresh of ``entry``, unless it is not due (any more)."""
-        with self._lock:
-            if not self._store.claim_refresh(entry, self._clock()):
+        with self.lock:
+            if not self.store.claim_refresh(entry, self.clock()):
                 return
         plan = _Plan(entry.key, entry.scopes, entry.ttl, codec, refresh=True)
         lead = self.alead(plan, fetch) if is_async else self.lead(plan, fetch)
-        if not self._flights.refresh(entry.key, entry.scopes, lead, is_async=is_async):
+        if not self.flights.refresh(entry.key, entry.scopes, lead, is_async=is_async):
             self._failed(plan)  # a flight of the key runs already, or no loop runs to refresh in
 
 
@@ -367,9 +346,7 @@ class _ByKey:
             TypeError, ValueError: bad ``fetch`` (see :meth:`search`) or ``ttl``.
             RuntimeError: ``fetch`` asked for ``key`` while computing it.
         """
-        _check_fetch(fetch, is_async=False)
-        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
-        plan = self._leader.plan(key, scopes, seconds, codec)
+        plan = self._plan(key, fetch, ttl, scopes, codec, is_async=False)
         led, leading, leader = self._flights.do(
             key, self._leader.lead(plan, fetch), flight=flight, scopes=scopes, info=info
         )
@@ -394,9 +371,7 @@ class _ByKey:
         leads the fetch in its own task (threads and asyncio callers may join it), or fetches
         alone when a flight of the key runs already; the result is stored by the same rule.
         """
-        _check_fetch(fetch, is_async=True)
-        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
-        plan = self._leader.plan(key, scopes, seconds, codec)
+        plan = self._plan(key, fetch, ttl, scopes, codec, is_async=True)
         led, leading, leader = await self._flights.ado(
             key, self._leader.alead(plan, fetch), flight=flight, scopes=scopes, info=info
         )
@@ -447,6 +422,21 @@ class _ByKey:
             return self._counts.snapshot(
                 self._store, joined=self._flights.joined, inflight=inflight, tier_errors=tier_errors
             )
+
+    def _plan(
+        self,
+        key: Key,
+        fetch: object,
+        ttl: float | None,
+        scopes: tuple[Hashable, ...],
+        codec: SharedCodec | None,
+        *,
+        is_async: bool,
+    ) -> _Plan:
+        """The plan of a load, from its checked arguments."""
+        _check_fetch(fetch, is_async=is_async)
+        seconds = self._ttl if ttl is None else check_seconds("ttl", ttl)
+        return self._leader.plan(key, scopes, seconds, codec)
 
     def _copied(self, value: Any) -> Any:
         return _copy.deepcopy(value) if self._copy else value
