@@ -245,6 +245,14 @@ class KeyMemo:
             self._named[stand_in] = key
         return key
 
+    def scopes(self, query: object, key: Key) -> tuple[Hashable, ...]:
+        """The scopes an entry of ``query`` stored under ``key`` carries.
+
+        A query's plain entry is keyed by the query; its parameter variants carry it as a scope,
+        so that invalidating the query finds them all.
+        """
+        return () if type(key) is str else (self.query(query),)
+
     def clear(self) -> None:
         """Forget every memoised query."""
         self._queries.clear()

@@ -623,7 +623,8 @@ class WorkingMemory(_ByKey, Generic[T]):
         now = self._clock()
         entry = self._store.find(key, now)  # probed once: a miss goes on with what it found
         if entry is None:
-            return cast(T, self.load(key, fetch, ttl=ttl, scopes=self._scopes(query, key)).value)
+            loaded = self.load(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
+            return cast(T, loaded.value)
         if entry.fresh <= now:  # due a refresh (so refresh_after is set): one, in the background
             self._leader.refresh(entry, fetch, False, None)
         self._counts.hits += 1
@@ -648,16 +649,12 @@ class WorkingMemory(_ByKey, Generic[T]):
         now = self._clock()
         entry = self._store.find(key, now)  # as in search()
         if entry is None:
-            loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._scopes(query, key))
+            loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
             return cast(T, loaded.value)
         if entry.fresh <= now:
             self._leader.refresh(entry, fetch, True, None)
         self._counts.hits += 1
         return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
-
-    def _scopes(self, query: str, key: Key) -> tuple[Hashable, ...]:
-        # A query's plain entry is keyed by the query; its parameter variants carry it as a scope.
-        return () if type(key) is str else (self._keys.query(query),)
 
     def get(self, query: str, **params: Any) -> T | None:
         """The live value for ``query`` and ``params``, or ``None``. Counts a hit or a miss."""
