@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from .._core import CacheStats, WorkingMemory
 from .._instrumentor import instrument, uninstrument, wrap
 from .._telemetry import OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
-from .._telemetry.otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
+from .._telemetry.otlp import DeliveryCount, otlp_exporter, otlp_protocol, probe
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
@@ -179,7 +179,7 @@ def check_metrics(endpoint: str, from_env: bool, protocol: str | None) -> str | 
     from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 
     protocol = otlp_protocol("metrics", protocol)
-    exporter = metric_exporter(None if from_env else endpoint, protocol, timeout=2.0)
+    exporter = otlp_exporter("metrics", None if from_env else endpoint, protocol, timeout=2.0)
     quiet = logging.getLogger("opentelemetry.exporter.otlp")
     captured, propagate = _Messages(), quiet.propagate
     quiet.addHandler(captured)
@@ -251,11 +251,11 @@ def _providers(
 
         # From the environment, the exporters read the OTEL_EXPORTER_OTLP_* variables themselves.
         base = None if options.otlp_from_env else options.otlp_endpoint
-        delivery = DeliveryCount(span_exporter(base, options.otlp_protocol))
+        delivery = DeliveryCount(otlp_exporter("traces", base, options.otlp_protocol))
         tracer_provider.add_span_processor(BatchSpanProcessor(delivery))  # type: ignore[arg-type]
         if meter_provider is None and options.otlp_metrics:
             reader = PeriodicExportingMetricReader(
-                metric_exporter(base, options.otlp_protocol),
+                otlp_exporter("metrics", base, options.otlp_protocol),
                 export_interval_millis=METRIC_EXPORT_MILLIS,
             )
             meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
