@@ -56,11 +56,12 @@ part of the key.
 
 from __future__ import annotations
 
+import importlib as _importlib
 from importlib.util import find_spec as _find_spec
 from typing import Any
 
 from ._core import CacheStats, WorkingMemory
-from ._instrumentor import WorkingMemoryInstrumentor, instrument, uninstrument, wrap
+from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
 
 __all__ = [
@@ -77,23 +78,26 @@ __all__ = [
     "wrap",
 ]
 
+# Imported on first use (name -> its module): they pull in modules neither the cache core nor
+# instrument() needs. redis-py is an extra (``wm-middleware[redis]``), and so is the OTLP
+# exporter; BaseInstrumentor's module, which only the ``opentelemetry-instrument`` loader needs,
+# imports packaging and importlib.metadata.
+_LAZY = {
+    "AsyncCachingTransport": "._adapters.httpx_transport",
+    "CachingTransport": "._adapters.httpx_transport",
+    "RedisTier": "._redis",
+    "WorkingMemoryInstrumentor": "._loader",
+    "configure_otlp": "._telemetry.otlp",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: they pull in modules the cache core does not need.
-    if name in ("CachingTransport", "AsyncCachingTransport"):
-        from ._adapters.httpx_transport import AsyncCachingTransport, CachingTransport
-
-        return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
-    if name == "RedisTier":
-        # redis-py is an extra (``wm-middleware[redis]``): the core never imports it.
-        from ._redis import RedisTier
-
-        return RedisTier
-    if name == "configure_otlp":
-        from ._telemetry.otlp import configure_otlp
-
-        return configure_otlp
-    raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
 
 def __dir__() -> list[str]:

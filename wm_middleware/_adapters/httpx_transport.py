@@ -52,7 +52,8 @@ from .._core import SharedCodec, WorkingMemory
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from . import Bypass, Patch, asyncio_running, run
+from . import Patch
+from .calls import Bypass, asyncio_running, run
 
 __all__ = [
     "AsyncCachingTransport",
