@@ -41,11 +41,13 @@ application's own ``wm_middleware.instrument(...)`` returns that memory when its
 loader's; with other settings it re-instruments and returns the new memory, which is then the one
 ``working_memory`` gives.
 
-Loaded on first use, so that their optional dependencies are imported only when needed:
+Loaded on first use, so that what they depend on is imported only when needed:
 
 * ``RedisTier``: the shared tier on Redis or Valkey (the ``redis`` extra);
 * ``CachingTransport``, ``AsyncCachingTransport``: httpx transports caching the API's reads;
-* ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra).
+* ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra);
+* ``WorkingMemoryInstrumentor``: the ``opentelemetry-instrument`` loader's entry point (its base
+  class's module imports packaging and importlib.metadata).
 
 What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
 ``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
