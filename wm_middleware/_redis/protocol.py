@@ -365,7 +365,7 @@ class Load:
     ledger: Ledger
     codec: SharedCodec | None
     values: Values
-    trusted: Callable[[], bool]  # this process's subscriber stayed confirmed throughout
+    trusted: Callable[[], bool]  # whether the subscriber stayed confirmed since the load began
     owner: str = field(init=False, default_factory=lambda: secrets.token_hex(8))
     _phase: str = field(init=False, default="ask")
     _started: float = field(init=False, default=0.0)  # when the current step was handed out
