@@ -18,15 +18,14 @@ import asyncio
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import uvicorn
 
 from .app import create_app
-from .core import Emulator
-from .latency import LatencySpec
+from .core import Emulator, EmulatorOptions
 from .store import DEFAULT_CONTAINER_TAG, SeedMemory
 
 __all__ = ["EmulatorServer", "serve"]
@@ -79,21 +78,9 @@ class EmulatorServer(Emulator):
         port: int = 0,
         log_level: str = "warning",
         startup_timeout: float = 10.0,
-        latency: LatencySpec = None,
-        seed: int | None = None,
-        error_rate: float = 0.0,
-        error_statuses: Sequence[int] = (500,),
-        api_keys: Iterable[str] | None = None,
-        indexing_delay: float = 0.0,
+        **options: Unpack[EmulatorOptions],
     ) -> None:
-        super().__init__(
-            latency=latency,
-            seed=seed,
-            error_rate=error_rate,
-            error_statuses=error_statuses,
-            api_keys=api_keys,
-            indexing_delay=indexing_delay,
-        )
+        super().__init__(**options)
         self.host = host
         self._requested_port = port
         self.port: int = port
@@ -196,16 +183,11 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8787,
     *,
-    latency: LatencySpec = None,
-    seed: int | None = None,
-    error_rate: float = 0.0,
-    error_statuses: Sequence[int] = (500,),
-    api_keys: Iterable[str] | None = None,
-    indexing_delay: float = 0.0,
     seed_data: Mapping[str, Iterable[SeedMemory | str | Mapping[str, Any]]] | None = None,
     container_tag: str = DEFAULT_CONTAINER_TAG,
     log_level: str = "info",
     on_listening: Callable[[str], None] | None = None,
+    **options: Unpack[EmulatorOptions],
 ) -> None:
     """Serve the emulator on ``host:port`` in the foreground until interrupted.
 
@@ -214,14 +196,7 @@ def serve(
     socket is bound, ``on_listening`` receives the base URL with the real port (``port=0``
     picks a free one); a failed bind raises :class:`OSError` before anything is served.
     """
-    emulator = Emulator(
-        latency=latency,
-        seed=seed,
-        error_rate=error_rate,
-        error_statuses=error_statuses,
-        api_keys=api_keys,
-        indexing_delay=indexing_delay,
-    )
+    emulator = Emulator(**options)
     for key, memories in (seed_data or {}).items():
         emulator.seed(key, memories, container_tag=container_tag)
     sock = _listen(host, port)
