@@ -37,7 +37,7 @@ from wm_middleware.emulator import supermemory_target  # noqa: E402
 
 CONTAINER_TAG = "user-alex"
 MEMORIES = [
-    {"content": "Alex has a severe peanut allergy.", "static": True},  # in the profile
+    {"content": "Alex has a severe peanut allergy.", "static": True},  # a static profile fact
     "Alex's favorite cuisines are Japanese and Ethiopian.",
 ]
 
