@@ -10,15 +10,19 @@ Contract:
   safe to use from async tests because the server never runs on the caller's loop.
 * :func:`serve` binds ``host:port`` (raising :class:`OSError` when it cannot), reports the
   address it listens on, then runs the emulator in the foreground until interrupted (the CLI).
+* :func:`supermemory_target` is the set-up of a script that runs against the real API when
+  ``SUPERMEMORY_API_KEY`` is set, and against a seeded :class:`EmulatorServer` otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Unpack
 
@@ -26,9 +30,10 @@ import uvicorn
 
 from .app import create_app
 from .core import Emulator, EmulatorOptions
+from .latency import LatencySpec
 from .store import DEFAULT_CONTAINER_TAG, SeedMemory
 
-__all__ = ["EmulatorServer", "serve"]
+__all__ = ["EmulatorServer", "serve", "supermemory_target"]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -207,3 +212,30 @@ def serve(
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+@contextmanager
+def supermemory_target(
+    memories: Iterable[SeedMemory | str | Mapping[str, Any]],
+    *,
+    container_tag: str = DEFAULT_CONTAINER_TAG,
+    latency: LatencySpec = 0.05,
+    api_key: str = "sk-example",
+) -> Iterator[tuple[str, str | None]]:
+    """``(api_key, base_url)`` for a client: the real API, or an emulator seeded with ``memories``.
+
+    With ``SUPERMEMORY_API_KEY`` set, yields that key and ``SUPERMEMORY_BASE_URL`` (``None`` when
+    unset: the SDK's default) and starts nothing; ``memories`` are not written anywhere. Without
+    it, starts an :class:`EmulatorServer` on a free loopback port with ``latency`` (seconds per
+    request, 50 ms by default), seeds ``memories`` for ``api_key`` (plain strings go to
+    ``container_tag``), prints ``(no SUPERMEMORY_API_KEY: using the emulator at URL)`` and yields
+    ``api_key`` and the emulator's base URL; the emulator stops when the block ends.
+    """
+    real_key = os.environ.get("SUPERMEMORY_API_KEY")
+    if real_key:
+        yield real_key, os.environ.get("SUPERMEMORY_BASE_URL")
+        return
+    with EmulatorServer(latency=latency) as server:
+        server.seed(api_key, memories, container_tag=container_tag)
+        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
+        yield api_key, server.base_url
