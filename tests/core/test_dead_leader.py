@@ -9,7 +9,8 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock, wait_for
+from ..conftest import FakeClock
+from .conftest import wait_for
 
 
 def stranded(wm: WorkingMemory[str]) -> asyncio.AbstractEventLoop:

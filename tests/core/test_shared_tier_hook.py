@@ -8,8 +8,9 @@ seam ever changes a fetch's error.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import pytest
@@ -70,30 +71,27 @@ class LocalTier:
             self.stored[key] = shared
         return TierResult(value, "fetched", self.keep_local)
 
-    def load(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        ttl: float,
-        fetch: Callable[[], Any],
-        codec: SharedCodec | None = None,
-    ) -> TierResult:
-        self.calls.append(("load", key, scopes, ttl))
-        self.release.wait(timeout=30)
-        return self._answer(key, codec) or self._fetched(key, fetch(), codec)
+    def _record_load(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Record a load; return its arguments by name, bound by the signature of ``method``
+        (``SharedTier.load`` or ``aload``): the stand-in takes exactly what the protocol says."""
+        bound = inspect.signature(method).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        call = bound.arguments
+        self.calls.append(("load", call["key"], call["scopes"], call["ttl"]))
+        return call
 
-    async def aload(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        ttl: float,
-        fetch: Callable[[], Awaitable[Any]],
-        codec: SharedCodec | None = None,
-    ) -> TierResult:
-        self.calls.append(("load", key, scopes, ttl))
+    def load(self, *args: Any, **kwargs: Any) -> TierResult:
+        call = self._record_load(SharedTier.load, *args, **kwargs)
+        self.release.wait(timeout=30)
+        key, codec = call["key"], call["codec"]
+        return self._answer(key, codec) or self._fetched(key, call["fetch"](), codec)
+
+    async def aload(self, *args: Any, **kwargs: Any) -> TierResult:
+        call = self._record_load(SharedTier.aload, *args, **kwargs)
         while not self.release.is_set():  # noqa: ASYNC110 - released from another thread
             await asyncio.sleep(0.001)
-        return self._answer(key, codec) or self._fetched(key, await fetch(), codec)
+        key, codec = call["key"], call["codec"]
+        return self._answer(key, codec) or self._fetched(key, await call["fetch"](), codec)
 
     def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
         keys, scopes = tuple(keys), tuple(scopes)

@@ -1,8 +1,7 @@
-"""Fixtures of the freshness tests: a fake clock, bounded waits, the emulator with a pipeline."""
+"""Fixtures of the freshness tests: bounded waits, the emulator with a pipeline, the SDK calls."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,23 +10,10 @@ import pytest
 
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import done as done
 
-class FakeClock:
-    """A monotonic clock that moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+# ``clock`` (a FakeClock), ``mode`` (sync, then async) and ``done`` are tests/conftest.py's;
+# ``done`` is importable from here as before.
 
 
 def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
@@ -111,16 +97,6 @@ def sdk() -> Sdk:
     from importlib.metadata import version
 
     return Sdk(version("supermemory").split(".")[0])
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or awaitable."""
-    return await value if inspect.isawaitable(value) else value
 
 
 def mentions(answer: Any, word: str) -> bool:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
@@ -14,17 +14,41 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
-# ``emulator_server`` (the session's) and ``emulator`` (clean, per test) are in tests/conftest.py.
+from ..conftest import SDK_MAJOR
+from ..conftest import done as done
+
+# ``emulator_server`` (the session's) and ``emulator`` (clean, per test) are in tests/conftest.py,
+# with ``mode`` (sync, then async) and ``done``; ``done`` is importable from here as before.
+
+
+@contextmanager
+def instrumentation(**options: Any) -> Iterator[WorkingMemory[Any]]:
+    """``wm_middleware.instrument(**options)`` for the block, ``uninstrument()`` after it."""
+    memory = wm_middleware.instrument(**options)
+    try:
+        yield memory
+    finally:
+        wm_middleware.uninstrument()
 
 
 @pytest.fixture
 def instrumented() -> Iterator[WorkingMemory[Any]]:
     """``wm_middleware.instrument()`` for the test, ``uninstrument()`` after it."""
-    memory = wm_middleware.instrument()
-    try:
+    with instrumentation() as memory:
         yield memory
-    finally:
-        wm_middleware.uninstrument()
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's own retries still happen; only their back-off sleep is shortened."""
+    if SDK_MAJOR == "3":
+        import supermemory._base_client as base_client
+
+        monkeypatch.setattr(base_client, "INITIAL_RETRY_DELAY", 0.0)
+    else:
+        import supermemory.core.http_client as http_client
+
+        monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
 
 
 # -- the installed SDK generation, for tests that state a behaviour both generations share --------
@@ -81,14 +105,3 @@ def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) ->
 
     cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
     return cls(api_key=api_key, base_url=base_url, **options)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or async."""
-    return await value if inspect.isawaitable(value) else value
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    """Each test using it runs with the sync and with the async client."""
-    return str(request.param)
