@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,36 +58,38 @@ def test_instrument_imports_no_client_library() -> None:
     assert found == {"imported": []}
 
 
-def _two_searches(
-    emulator: EmulatorServer, generation: Generation, before: str, after: str
-) -> tuple[dict[str, Any], int]:
-    """What a fresh interpreter prints running ``before``, two identical searches (imports of
-    the SDK included) and ``after``; and the searches the seeded emulator received."""
+TwoSearches = Callable[[str, str], tuple[dict[str, Any], int]]
+
+
+@pytest.fixture
+def two_searches(emulator: EmulatorServer, generation: Generation) -> TwoSearches:
+    """``two_searches(before, after)``: what a fresh interpreter prints running ``before``, two
+    identical searches (imports of the SDK included) and ``after``; and the searches the seeded
+    emulator received."""
     generation.seed(emulator)
-    found = _run("import wm_middleware\n" + before + _SEARCH + after, emulator.base_url)
-    return found, generation.searches(emulator)
+
+    def run(before: str, after: str) -> tuple[dict[str, Any], int]:
+        found = _run("import wm_middleware\n" + before + _SEARCH + after, emulator.base_url)
+        return found, generation.searches(emulator)
+
+    return run
 
 
 def test_a_library_imported_after_instrument_is_patched_and_caches(
-    emulator: EmulatorServer, generation: Generation
+    two_searches: TwoSearches,
 ) -> None:
-    found, searches = _two_searches(
-        emulator,
-        generation,
+    found = two_searches(
         "memory = wm_middleware.instrument()\nbefore = 'supermemory' in sys.modules\n",
         "stats = memory.stats()\n"
         "print(json.dumps({'before': before, 'hits': stats.hits, 'misses': stats.misses}))\n",
     )
-    assert found == {"before": False, "hits": 1, "misses": 1}
-    assert searches == 1
+    assert found == ({"before": False, "hits": 1, "misses": 1}, 1)
 
 
 def test_uninstrument_before_the_import_leaves_the_library_unpatched(
-    emulator: EmulatorServer, generation: Generation
+    two_searches: TwoSearches,
 ) -> None:
-    found, searches = _two_searches(
-        emulator,
-        generation,
+    found = two_searches(
         "memory = wm_middleware.instrument()\nwm_middleware.uninstrument()\n",
         "import wrapt\n"
         "patched = [\n"
@@ -97,23 +100,17 @@ def test_uninstrument_before_the_import_leaves_the_library_unpatched(
         "]\n"
         "print(json.dumps({'lookups': memory.stats().lookups, 'patched': patched}))\n",
     )
-    assert found == {"lookups": 0, "patched": []}
-    assert searches == 2
+    assert found == ({"lookups": 0, "patched": []}, 2)
 
 
-def test_instrument_again_before_the_import_patches_once(
-    emulator: EmulatorServer, generation: Generation
-) -> None:
-    found, searches = _two_searches(
-        emulator,
-        generation,
+def test_instrument_again_before_the_import_patches_once(two_searches: TwoSearches) -> None:
+    found = two_searches(
         "wm_middleware.instrument()\n"
         "wm_middleware.uninstrument()\n"
         "memory = wm_middleware.instrument(ttl=30.0)\n",
         "stats = memory.stats()\nprint(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
     )
-    assert found == {"hits": 1, "misses": 1}
-    assert searches == 1
+    assert found == ({"hits": 1, "misses": 1}, 1)
 
 
 @pytest.mark.skipif(

@@ -49,6 +49,18 @@ def running(*targets: Callable[[], object]) -> Iterator[None]:
             thread.join(timeout=30)
 
 
+def raising_into(errors: list[BaseException], call: Callable[[], object]) -> Callable[[], None]:
+    """``call`` for a thread: what it raises (``KeyboardInterrupt`` too) goes to ``errors``."""
+
+    def run() -> None:
+        try:
+            call()
+        except BaseException as error:
+            errors.append(error)
+
+    return run
+
+
 def wait_for(predicate: Callable[[], object], what: str) -> None:
     """Poll ``predicate`` until it holds (bounded by a count, not by a clock)."""
     for _ in range(10_000):

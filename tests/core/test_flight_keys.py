@@ -9,6 +9,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
+from ..conftest import until
 from .conftest import Held, running, wait_for
 
 
@@ -62,10 +63,7 @@ async def test_tasks_join_only_a_flight_with_their_flight_key(
         return "v"
 
     callers = [asyncio.create_task(wm.aload("k", fetch, flight=flight)) for flight in flights]
-    for _ in range(10_000):
-        if wm.stats().lookups == 2:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: wm.stats().lookups == 2)
     release.set()
     loaded = await asyncio.gather(*callers)
     assert [item.value for item in loaded] == ["v", "v"]

@@ -6,7 +6,7 @@ import asyncio
 
 from wm_middleware import WorkingMemory
 
-from ..conftest import FakeClock
+from ..conftest import FakeClock, until
 from .conftest import Held, wait_for
 
 
@@ -110,10 +110,7 @@ async def test_an_async_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None
     await wm.asearch("q", lambda: value("v1"), ttl=100.0, limit=1)
     clock.advance(11.0)
     assert await wm.asearch("q", lambda: value("v2"), limit=1) == "v1"
-    for _ in range(10_000):
-        if not wm.refreshing:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: not wm.refreshing)
     clock.advance(70.0)
     assert wm.get("q", limit=1) == "v2"
 

@@ -26,6 +26,9 @@ from wm_middleware._core import (
     make_key,
 )
 
+from ..conftest import until
+from .conftest import wait_for
+
 
 class LocalTier:
     """A shared tier held in a dict. ``answer`` forces the outcome of the next loads.
@@ -241,10 +244,7 @@ def test_local_followers_share_the_leaders_one_tier_call(tier: LocalTier) -> Non
     ]
     for thread in threads:
         thread.start()
-    for _ in range(10_000):
-        if wm.stats().coalesced == 7:
-            break
-        threading.Event().wait(0.001)
+    wait_for(lambda: wm.stats().coalesced == 7, "the waiters never joined")
     tier.release.set()
     for thread in threads:
         thread.join(timeout=30)
@@ -263,10 +263,7 @@ async def test_async_followers_share_the_leaders_one_tier_call(tier: LocalTier) 
         return "fetched"
 
     callers = [asyncio.create_task(wm.asearch("q", fetch)) for _ in range(50)]
-    for _ in range(10_000):
-        if wm.stats().coalesced == 49:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: wm.stats().coalesced == 49)
     tier.release.set()
     assert await asyncio.gather(*callers) == ["shared"] * 50
     stats = wm.stats()
@@ -365,10 +362,7 @@ def test_drop_local_drops_and_detaches_without_calling_the_tier(tier: LocalTier)
         target=lambda: result.append(wm.load("k2", lambda: "old", scopes=("tenant",)).value)
     )
     leader.start()
-    for _ in range(10_000):
-        if wm.stats().inflight == 1:
-            break
-        threading.Event().wait(0.001)
+    wait_for(lambda: wm.stats().inflight == 1, "no flight started")
     wm.drop_local(scopes=("tenant",))
     tier.release.set()
     leader.join(timeout=30)

@@ -10,7 +10,7 @@ import pytest
 from wm_middleware import WorkingMemory
 
 from ..conftest import until
-from .conftest import Held, running, wait_for
+from .conftest import Held, raising_into, running, wait_for
 
 
 class Upstream:
@@ -234,17 +234,10 @@ def test_a_sync_error_reaches_every_thread_and_is_not_cached() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
     failing = Held(error=ValueError("bad request"))
     errors: list[BaseException] = []
-
-    def caller() -> None:
-        try:
-            wm.search("q", failing)
-        except ValueError as error:
-            errors.append(error)
-
-    with running(*[caller] * 4):
+    with running(*[raising_into(errors, lambda: wm.search("q", failing))] * 4):
         wait_for(lambda: wm.stats().lookups == 4, "the callers never all looked up")
         failing.release()
-    assert len(errors) == 4
+    assert [type(error) for error in errors] == [ValueError] * 4
     assert failing.calls == 1
     assert wm.search("q", lambda: "ok") == "ok"
 
@@ -301,37 +294,15 @@ async def test_no_inflight_entries_leak_after_success_error_or_cancellation() ->
 
 def test_keyboard_interrupt_in_the_leader_makes_waiters_start_again() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    release = threading.Event()
-
-    def interrupted() -> str:
-        release.wait(timeout=30)
-        raise KeyboardInterrupt
-
-    follower_result: list[str] = []
-
-    def follower() -> None:
-        follower_result.append(wm.search("q", lambda: "retried"))
-
+    interrupted = Held(error=KeyboardInterrupt())
     leader_error: list[BaseException] = []
-
-    def leader() -> None:
-        try:
-            wm.search("q", interrupted)
-        except KeyboardInterrupt as error:
-            leader_error.append(error)
-
-    lead = threading.Thread(target=leader)
-    lead.start()
-    while wm.stats().inflight < 1:
-        threading.Event().wait(0.001)
-    follow = threading.Thread(target=follower)
-    follow.start()
-    while wm.stats().coalesced < 1:
-        threading.Event().wait(0.001)
-    release.set()
-    lead.join(timeout=30)
-    follow.join(timeout=30)
-    assert len(leader_error) == 1
+    follower_result: list[str] = []
+    with running(raising_into(leader_error, lambda: wm.search("q", interrupted))):
+        wait_for(lambda: wm.stats().inflight == 1, "the leader never started")
+        with running(lambda: follower_result.append(wm.search("q", lambda: "retried"))):
+            wait_for(lambda: wm.stats().coalesced == 1, "the follower never joined")
+            interrupted.release()
+    assert [type(error) for error in leader_error] == [KeyboardInterrupt]
     assert follower_result == ["retried"]
     stats = wm.stats()
     assert (stats.misses, stats.coalesced) == (1, 1)  # the retry is not counted twice

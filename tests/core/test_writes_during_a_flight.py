@@ -9,7 +9,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from ..conftest import FakeClock
+from ..conftest import FakeClock, until
 from .conftest import Held, running, wait_for
 
 
@@ -36,10 +36,7 @@ async def test_a_set_during_an_async_fetch_wins() -> None:
         return "fetched"
 
     caller = asyncio.create_task(wm.asearch("q", fetch, limit=3))
-    for _ in range(10_000):
-        if wm.stats().inflight:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: wm.stats().inflight)
     wm.set("q", "manual", limit=3)
     release.set()
     assert await caller == "fetched"

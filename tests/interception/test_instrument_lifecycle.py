@@ -198,11 +198,9 @@ def _instrumentor_runtime(
 def test_the_instrumentor_reads_only_the_variables_it_was_not_given(
     originals: dict[str, Any], clean_env: pytest.MonkeyPatch
 ) -> None:
-    variables = {
-        "WM_MIDDLEWARE_TTL": "abc",
-        "WM_MIDDLEWARE_MAX_ENTRIES": "0",
-        "WM_MIDDLEWARE_CACHE": "false",
-    }
+    # Bad values (ENV's) of the two settings passed; a good one of a setting not passed.
+    given = {name: ENV[name] for name in ("WM_MIDDLEWARE_TTL", "WM_MIDDLEWARE_MAX_ENTRIES")}
+    variables = given | {"WM_MIDDLEWARE_CACHE": "false"}
     runtime = _instrumentor_runtime(
         clean_env, variables, ttl=5.0, max_entries=7, skip_dep_check=True
     )

@@ -51,8 +51,12 @@ ORIGINAL_ASYNC_REQUEST = vars(base_client.AsyncAPIClient)["request"]
 
 
 # -- fixtures and helpers -------------------------------------------------------------------------
-def _seed(server: EmulatorServer) -> dict[str, list[MemoryEntry]]:
-    seeded: dict[str, list[MemoryEntry]] = {}
+Seeded = dict[str, list[MemoryEntry]]  # "key/tag" -> the entries seeded for that tenant and tag
+Write = Callable[[], Any]  # a write by the test's client (sync result or awaitable)
+
+
+def _seed(server: EmulatorServer) -> Seeded:
+    seeded: Seeded = {}
     for key in (KEY, OTHER_KEY):
         for tag in (TAG, OTHER_TAG):
             seeded[f"{key}/{tag}"] = server.seed(
@@ -68,7 +72,7 @@ def _seed(server: EmulatorServer) -> dict[str, list[MemoryEntry]]:
 
 
 @pytest.fixture
-def seeded(emulator: EmulatorServer) -> dict[str, list[MemoryEntry]]:
+def seeded(emulator: EmulatorServer) -> Seeded:
     return _seed(emulator)
 
 
@@ -319,13 +323,13 @@ async def test_mutating_a_result_never_changes_the_next_hit(
 
 
 # -- writes invalidate ----------------------------------------------------------------------------
-def _document_id(seeded: dict[str, list[MemoryEntry]]) -> str:
+def _document_id(seeded: Seeded) -> str:
     document_id = seeded[f"{KEY}/{TAG}"][0].document_id
     assert document_id is not None
     return document_id
 
 
-WRITES: dict[str, Callable[[Any, dict[str, list[MemoryEntry]]], Any]] = {
+WRITES: dict[str, Callable[[Any, Seeded], Any]] = {
     "add": lambda c, s: c.add(content="User now prefers black tea", container_tag=TAG),
     "add-plural-tags": lambda c, s: c.add(content="User likes mint", container_tags=[TAG]),
     "documents.add": lambda c, s: c.documents.add(content="User likes oolong", container_tag=TAG),
@@ -348,17 +352,19 @@ WRITES: dict[str, Callable[[Any, dict[str, list[MemoryEntry]]], Any]] = {
 }
 
 
-@pytest.mark.parametrize("write", list(WRITES))
+@pytest.fixture
+def write(request: pytest.FixtureRequest, client: Any, seeded: Seeded) -> Callable[[], Any]:
+    """The write of :data:`WRITES` the test is parametrised with (indirectly), by ``client``."""
+    return lambda: WRITES[request.param](client, seeded)
+
+
+@pytest.mark.parametrize("write", list(WRITES), indirect=True)
 async def test_a_write_sends_the_next_search_to_the_network(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    client: Any,
-    instrumented: WorkingMemory[Any],
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], write: Write
 ) -> None:
     await done(search(client))
     await done(search(client))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     await done(search(client))
     assert searches(emulator) == 2
 
@@ -366,36 +372,29 @@ async def test_a_write_sends_the_next_search_to_the_network(
 TAGGED_WRITES = ("add", "add-plural-tags", "documents.add", "memories.forget")
 
 
-@pytest.mark.parametrize("write", TAGGED_WRITES)
+@pytest.mark.parametrize("write", TAGGED_WRITES, indirect=True)
 async def test_a_write_naming_tag_a_keeps_tag_b_entries(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    client: Any,
-    instrumented: WorkingMemory[Any],
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], write: Write
 ) -> None:
     await done(search(client, tag=TAG))
     await done(search(client, tag=OTHER_TAG))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     await done(search(client, tag=TAG))
     await done(search(client, tag=OTHER_TAG))
     assert searches(emulator) == 3  # only tag A went upstream again
 
 
-@pytest.mark.parametrize("write", ["documents.delete", "documents.update", "settings.update"])
+@pytest.mark.parametrize(
+    "write", ["documents.delete", "documents.update", "settings.update"], indirect=True
+)
 async def test_a_write_naming_no_tag_drops_the_whole_tenant(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    client: Any,
-    instrumented: WorkingMemory[Any],
-    mode: str,
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], mode: str, write: Write
 ) -> None:
     other_tenant = make_client(mode, emulator.base_url, api_key=OTHER_KEY)
     for each in (client, other_tenant):
         await done(search(each, tag=TAG))
         await done(search(each, tag=OTHER_TAG))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     for each in (client, other_tenant):
         await done(search(each, tag=TAG))
         await done(search(each, tag=OTHER_TAG))
@@ -515,7 +514,7 @@ async def test_streaming_responses_bypass_the_cache(
 
 async def test_status_polls_are_never_cached(
     emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
+    seeded: Seeded,
     client: Any,
     instrumented: WorkingMemory[Any],
 ) -> None:
