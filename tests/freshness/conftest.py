@@ -11,6 +11,7 @@ import pytest
 from wm_middleware.emulator import EmulatorServer
 
 from ..conftest import done as done
+from ..interception.conftest import Generation
 
 # ``clock`` (a FakeClock), ``mode`` (sync, then async) and ``done`` are tests/conftest.py's;
 # ``done`` is importable from here as before.
@@ -49,10 +50,12 @@ QUERY = "what does the user like?"
 
 
 class Sdk:
-    """How a test drives the installed supermemory (3.x or 5.x), sync or async."""
+    """How a test drives the installed supermemory (3.x or 5.x), sync or async: the calls of
+    :class:`~tests.interception.conftest.Generation`, with this module's key, query and facts."""
 
     def __init__(self, major: str) -> None:
         self.major = major
+        self.generation = Generation(major)
         self.status_paths = (
             ("/v3/documents/processing", "/v3/documents/*")
             if major == "3"
@@ -66,19 +69,13 @@ class Sdk:
         return cls(api_key=api_key, base_url=base_url, max_retries=0)
 
     def search(self, client: Any, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.search.memories(q=QUERY, container_tag=tag)
-        return client.search(tag, query=QUERY)
+        return self.generation.search(client, tag, query=QUERY)
 
     def profile(self, client: Any, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.profile(container_tag=tag)
-        return client.profile(tag)
+        return self.generation.profile(client, tag)
 
     def add(self, client: Any, content: str, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.add(content=content, container_tag=tag)
-        return client.add(tag, content=content)
+        return self.generation.add(client, tag, content=content)
 
     def reads(self, server: EmulatorServer) -> int:
         """Searches and profiles the emulator answered."""

@@ -68,16 +68,23 @@ class Generation:
     def client(self, mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
         return make_client(mode, base_url, api_key, **options)
 
-    def search(self, client: Any, tag: str = TAG) -> Any:
+    def search(self, client: Any, tag: str = TAG, *, query: str = QUERY) -> Any:
         """A search of ``tag`` (3.x: container tag; 5.x: namespace); sync or awaitable."""
         if self.major == "3":
-            return client.search.memories(q=QUERY, container_tag=tag)
-        return client.search(tag, query=QUERY)
+            return client.search.memories(q=query, container_tag=tag)
+        return client.search(tag, query=query)
 
-    def add(self, client: Any, tag: str = TAG) -> Any:
+    def profile(self, client: Any, tag: str = TAG) -> Any:
+        """The profile of ``tag``; sync or awaitable."""
         if self.major == "3":
-            return client.add(content="User now prefers coffee", container_tag=tag)
-        return client.add(tag, content="User now prefers coffee")
+            return client.profile(container_tag=tag)
+        return client.profile(tag)
+
+    def add(self, client: Any, tag: str = TAG, *, content: str = "User now prefers coffee") -> Any:
+        """A write of ``content`` to ``tag``; sync or awaitable."""
+        if self.major == "3":
+            return client.add(content=content, container_tag=tag)
+        return client.add(tag, content=content)
 
     def searches(self, server: EmulatorServer) -> int:
         """Searches the emulator received, of any tag."""
