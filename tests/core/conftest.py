@@ -10,6 +10,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from wm_middleware import WorkingMemory
+
+from ..conftest import FakeClock
+
 
 class Held:
     """A sync fetch that blocks until :meth:`release`, then returns ``value`` (or raises
@@ -34,6 +38,15 @@ class Held:
 
     def release(self) -> None:
         self.released.set()
+
+
+def old_entry(clock: FakeClock) -> WorkingMemory[str]:
+    """A memory on ``clock`` (TTL 60 s, refresh after 10 s) holding ``q`` = ``"v1"``, stored 11 s
+    ago: the next hit of ``q`` serves it and starts a refresh."""
+    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
+    wm.search("q", lambda: "v1")
+    clock.advance(11.0)
+    return wm
 
 
 @contextmanager

@@ -7,14 +7,12 @@ import asyncio
 from wm_middleware import WorkingMemory
 
 from ..conftest import FakeClock, until
-from .conftest import Held, wait_for
+from .conftest import Held, old_entry, wait_for
 
 
 def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
+    wm = old_entry(clock)
     refresh = Held("v2")
-    clock.advance(11.0)
     assert [wm.search("q", refresh) for _ in range(5)] == ["v1"] * 5
     wait_for(lambda: refresh.calls, "no refresh started")
     refresh.release()
@@ -77,10 +75,8 @@ async def test_an_async_refresh_runs_as_a_task_on_the_callers_loop(clock: FakeCl
 
 
 def test_invalidate_during_a_refresh_wins(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
+    wm = old_entry(clock)
     refresh = Held("stale-v2")
-    clock.advance(11.0)
     wm.search("q", refresh)
     wait_for(lambda: wm.stats().inflight == 1, "no refresh")
     wm.invalidate("q")
@@ -117,10 +113,8 @@ async def test_an_async_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None
 
 def test_one_refresher_at_a_time_serves_the_old_value_meanwhile(clock: FakeClock) -> None:
     # Caffeine's refreshAfterWrite: one refresh per key, the old value is served until it lands.
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
+    wm = old_entry(clock)
     refresh = Held("v2")
-    clock.advance(11.0)
     for _ in range(3):
         assert wm.search("q", refresh) == "v1"
         clock.advance(1.0)

@@ -10,7 +10,7 @@ import pytest
 from wm_middleware import WorkingMemory
 
 from ..conftest import FakeClock, until
-from .conftest import Held, running, wait_for
+from .conftest import Held, old_entry, running, wait_for
 
 
 @pytest.mark.parametrize("pin", [False, True], ids=["set", "set pinned"])
@@ -44,10 +44,8 @@ async def test_a_set_during_an_async_fetch_wins() -> None:
 
 
 def test_a_set_during_a_background_refresh_wins(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
+    wm = old_entry(clock)
     refresh = Held("refreshed")
-    clock.advance(11.0)
     assert wm.search("q", refresh) == "v1"
     wait_for(lambda: wm.refreshing == 1, "no refresh started")
     wm.set("q", "manual")
