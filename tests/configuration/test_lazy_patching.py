@@ -11,6 +11,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -57,29 +58,40 @@ def test_instrument_imports_no_client_library() -> None:
     assert found == {"imported": []}
 
 
-def test_a_library_imported_after_instrument_is_patched_and_caches(
-    emulator: EmulatorServer, generation: Generation
-) -> None:
+TwoSearches = Callable[[str, str], tuple[dict[str, Any], int]]
+
+
+@pytest.fixture
+def two_searches(emulator: EmulatorServer, generation: Generation) -> TwoSearches:
+    """``two_searches(before, after)``: what a fresh interpreter prints running ``before``, two
+    identical searches (imports of the SDK included) and ``after``; and the searches the seeded
+    emulator received."""
     generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
-        "memory = wm_middleware.instrument()\n"
-        "before = 'supermemory' in sys.modules\n" + _SEARCH + "stats = memory.stats()\n"
+
+    def run(before: str, after: str) -> tuple[dict[str, Any], int]:
+        found = _run("import wm_middleware\n" + before + _SEARCH + after, emulator.base_url)
+        return found, generation.searches(emulator)
+
+    return run
+
+
+def test_a_library_imported_after_instrument_is_patched_and_caches(
+    two_searches: TwoSearches,
+) -> None:
+    found = two_searches(
+        "memory = wm_middleware.instrument()\nbefore = 'supermemory' in sys.modules\n",
+        "stats = memory.stats()\n"
         "print(json.dumps({'before': before, 'hits': stats.hits, 'misses': stats.misses}))\n",
-        emulator.base_url,
     )
-    assert found == {"before": False, "hits": 1, "misses": 1}
-    assert generation.searches(emulator) == 1
+    assert found == ({"before": False, "hits": 1, "misses": 1}, 1)
 
 
 def test_uninstrument_before_the_import_leaves_the_library_unpatched(
-    emulator: EmulatorServer, generation: Generation
+    two_searches: TwoSearches,
 ) -> None:
-    generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
-        "memory = wm_middleware.instrument()\n"
-        "wm_middleware.uninstrument()\n" + _SEARCH + "import wrapt\n"
+    found = two_searches(
+        "memory = wm_middleware.instrument()\nwm_middleware.uninstrument()\n",
+        "import wrapt\n"
         "patched = [\n"
         "    name for name, value in vars(supermemory).items()\n"
         "    if isinstance(value, type)\n"
@@ -87,26 +99,18 @@ def test_uninstrument_before_the_import_leaves_the_library_unpatched(
         "    if isinstance(attribute, wrapt.FunctionWrapper)\n"
         "]\n"
         "print(json.dumps({'lookups': memory.stats().lookups, 'patched': patched}))\n",
-        emulator.base_url,
     )
-    assert found == {"lookups": 0, "patched": []}
-    assert generation.searches(emulator) == 2
+    assert found == ({"lookups": 0, "patched": []}, 2)
 
 
-def test_instrument_again_before_the_import_patches_once(
-    emulator: EmulatorServer, generation: Generation
-) -> None:
-    generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
+def test_instrument_again_before_the_import_patches_once(two_searches: TwoSearches) -> None:
+    found = two_searches(
         "wm_middleware.instrument()\n"
         "wm_middleware.uninstrument()\n"
-        "memory = wm_middleware.instrument(ttl=30.0)\n" + _SEARCH + "stats = memory.stats()\n"
-        "print(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
-        emulator.base_url,
+        "memory = wm_middleware.instrument(ttl=30.0)\n",
+        "stats = memory.stats()\nprint(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
     )
-    assert found == {"hits": 1, "misses": 1}
-    assert generation.searches(emulator) == 1
+    assert found == ({"hits": 1, "misses": 1}, 1)
 
 
 @pytest.mark.skipif(
