@@ -71,62 +71,60 @@ def _run(code: str, *args: str) -> dict[str, Any]:
     return result
 
 
-# The supermemory classes' attributes that are wrapt wrappers (wrapt imported when asked).
-_WRAPPED = """
-def wrapped(module):
-    import wrapt
-    return [
-        name for name, value in vars(module).items()
-        if isinstance(value, type)
-        for attribute in vars(value).values()
-        if isinstance(attribute, wrapt.FunctionWrapper)
-    ]
-"""
+TwoSearches = Callable[[str, str], tuple[dict[str, Any], int]]
 
 
-# What the application does before it imports supermemory, what it reports after two
-# searches, what that must be, and how many searches reach the emulator.
-@pytest.mark.parametrize(
-    ("before_the_import", "report", "expected", "searches"),
-    [
-        pytest.param(
-            "memory = wm_middleware.instrument()\n"
-            f"before = sorted(m for m in {HEAVY!r} if m in sys.modules)\n",
-            "{'before': before, 'hits': memory.stats().hits, 'misses': memory.stats().misses}",
-            {"before": [], "hits": 1, "misses": 1},
-            1,
-            id="instrument_imports_nothing_heavy_and_the_library_imported_later_is_patched",
-        ),
-        pytest.param(
-            "memory = wm_middleware.instrument()\nwm_middleware.uninstrument()\n",
-            "{'lookups': memory.stats().lookups, 'patched': wrapped(supermemory)}",
-            {"lookups": 0, "patched": []},
-            2,
-            id="uninstrument_before_the_import_leaves_the_library_unpatched",
-        ),
-        pytest.param(
-            "wm_middleware.instrument()\nwm_middleware.uninstrument()\n"
-            "memory = wm_middleware.instrument(ttl=30.0)\n",
-            "{'hits': memory.stats().hits, 'misses': memory.stats().misses}",
-            {"hits": 1, "misses": 1},
-            1,
-            id="instrument_again_before_the_import_patches_once",
-        ),
-    ],
-)
-def test_a_library_imported_after_instrument(
-    emulator: EmulatorServer,
-    generation: Generation,
-    before_the_import: str,
-    report: str,
-    expected: dict[str, Any],
-    searches: int,
-) -> None:
+@pytest.fixture
+def two_searches(emulator: EmulatorServer, generation: Generation) -> TwoSearches:
+    """``two_searches(before, after)``: what a fresh interpreter prints running ``before``, two
+    identical searches (imports of the SDK included) and ``after``; and the searches the seeded
+    emulator received."""
     generation.seed(emulator)
-    code = "import wm_middleware\n" + before_the_import + _SEARCH + _WRAPPED
-    found = _run(code + f"print(json.dumps({report}))\n", emulator.base_url)
-    assert found == expected
-    assert generation.searches(emulator) == searches
+
+    def run(before: str, after: str) -> tuple[dict[str, Any], int]:
+        found = _run("import wm_middleware\n" + before + _SEARCH + after, emulator.base_url)
+        return found, generation.searches(emulator)
+
+    return run
+
+
+def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patched(
+    two_searches: TwoSearches,
+) -> None:
+    found = two_searches(
+        "memory = wm_middleware.instrument()\n"
+        f"before = sorted(m for m in {HEAVY!r} if m in sys.modules)\n",
+        "stats = memory.stats()\n"
+        "print(json.dumps({'before': before, 'hits': stats.hits, 'misses': stats.misses}))\n",
+    )
+    assert found == ({"before": [], "hits": 1, "misses": 1}, 1)
+
+
+def test_uninstrument_before_the_import_leaves_the_library_unpatched(
+    two_searches: TwoSearches,
+) -> None:
+    found = two_searches(
+        "memory = wm_middleware.instrument()\nwm_middleware.uninstrument()\n",
+        "import wrapt\n"
+        "patched = [\n"
+        "    name for name, value in vars(supermemory).items()\n"
+        "    if isinstance(value, type)\n"
+        "    for attribute in vars(value).values()\n"
+        "    if isinstance(attribute, wrapt.FunctionWrapper)\n"
+        "]\n"
+        "print(json.dumps({'lookups': memory.stats().lookups, 'patched': patched}))\n",
+    )
+    assert found == ({"lookups": 0, "patched": []}, 2)
+
+
+def test_instrument_again_before_the_import_patches_once(two_searches: TwoSearches) -> None:
+    found = two_searches(
+        "wm_middleware.instrument()\n"
+        "wm_middleware.uninstrument()\n"
+        "memory = wm_middleware.instrument(ttl=30.0)\n",
+        "stats = memory.stats()\nprint(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
+    )
+    assert found == ({"hits": 1, "misses": 1}, 1)
 
 
 @pytest.mark.skipif(
