@@ -44,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import pickle
 
 import supermemory
-import supermemory._base_client as base_client
 import wrapt
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -52,6 +51,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import wm_middleware
+
+try:
+    import supermemory._base_client as base_client
+except ImportError:  # supermemory 5.x (Fern) has none: main() says what it needs
+    base_client = None
+
 from benchmarks._common import Row, parse_arguments, report, rotated
 from wm_middleware.emulator import EmulatorServer
 
