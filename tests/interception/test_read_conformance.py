@@ -298,7 +298,7 @@ APART = {
     ),
     "a patient caller does not share the timeout of an impatient one": (
         {"timeout": IMPATIENT, "max_retries": 0},
-        {"timeout": 5, "max_retries": 0},
+        {"timeout": 30, "max_retries": 0},
         Answer(delay=SLOW),
         "APITimeoutError",
     ),
