@@ -22,8 +22,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-
 from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
 from ._freshness import Follow, Freshness
 from ._telemetry import ReadObservation, Telemetry
@@ -33,6 +31,24 @@ __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 T = TypeVar("T")
 
 _HANDLING: ContextVar[bool] = ContextVar("wm_middleware_handling", default=False)
+
+
+_enabled_check: Callable[[], bool] | None = None
+
+
+def is_instrumentation_enabled() -> bool:
+    """False inside OpenTelemetry's ``suppress_instrumentation()``.
+
+    OpenTelemetry's own check, imported at the first call: importing
+    ``opentelemetry.instrumentation`` loads the propagators' entry points, which would cost an
+    application's start-up tens of milliseconds.
+    """
+    global _enabled_check
+    if _enabled_check is None:
+        from opentelemetry.instrumentation.utils import is_instrumentation_enabled as check
+
+        _enabled_check = check
+    return _enabled_check()
 
 
 def handled_outside() -> bool:

@@ -100,6 +100,22 @@ def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patche
     assert found == ({"before": [], "hits": 1, "misses": 1}, 1)
 
 
+def test_the_suppression_check_is_imported_at_the_first_read_not_with_the_library(
+    two_searches: TwoSearches,
+) -> None:
+    # opentelemetry.instrumentation loads the propagators' entry points: an application that
+    # imports the SDK at start-up does not pay for it until its first read.
+    found = two_searches(
+        "memory = wm_middleware.instrument()\n"
+        "import supermemory\n"
+        "with_the_library = 'opentelemetry.instrumentation' in sys.modules\n",
+        "after_a_read = 'opentelemetry.instrumentation' in sys.modules\n"
+        "print(json.dumps({'import': with_the_library, 'read': after_a_read,"
+        " 'hits': memory.stats().hits}))\n",
+    )
+    assert found == ({"import": False, "read": True, "hits": 1}, 1)
+
+
 def test_uninstrument_before_the_import_leaves_the_library_unpatched(
     two_searches: TwoSearches,
 ) -> None:
