@@ -27,8 +27,8 @@ import sys
 import supermemory
 
 import wm_middleware
-from wm_middleware._telemetry.otlp import DEFAULT_PORTS, otlp_protocol, probe
 from wm_middleware.emulator import supermemory_target
+from wm_middleware.otlp import DEFAULT_PORTS, otlp_protocol, probe
 
 CONTAINER_TAG = "user-alex"
 MEMORIES = ["Alex has a severe peanut allergy."]
