@@ -23,12 +23,10 @@ signature with no body, a ``time.monotonic()`` read, an ``OrderedDict`` probe an
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import functools
 import gc
 import inspect
-import json
 import os
 import platform
 import random
@@ -39,7 +37,7 @@ import time
 import tracemalloc
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from itertools import repeat
 from pathlib import Path
@@ -50,8 +48,8 @@ from async_lru import alru_cache
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout, uninstalled
 
+from benchmarks._common import Row, parse_arguments, report, rotated
 from wm_middleware import WorkingMemory
-from wm_middleware._core import UNSET
 
 # Peers that may be absent: their rows are skipped, saying why.
 _PEER_ERRORS: dict[str, str] = {}
@@ -124,35 +122,15 @@ FULL: Final = Config(
     misses_per_sample=4_000,
     bytes_entries=100_000,
 )
-QUICK: Final = Config(
+QUICK: Final = replace(
+    FULL,
     rounds=7,
     sample_ns=1_000_000,
     flight_rounds=5,
-    sizes=(100, 10_000, 1_000_000),
     scale_rounds=5,
     misses_per_sample=1_000,
     bytes_entries=20_000,
 )
-
-
-@dataclass
-class Row:
-    """One printed line. ``ratio`` is against the section's baseline; ``goal`` bounds it."""
-
-    section: str
-    label: str
-    value: float
-    unit: str  # "ns" per call, "ns/waiter", "B/entry"
-    ratio: float | None = None
-    goal: float | None = None
-    note: str = ""
-
-    @property
-    def result(self) -> str:
-        if self.goal is None:
-            return ""
-        measured = self.value if self.ratio is None else self.ratio
-        return "PASS" if measured <= self.goal else "MISS"
 
 
 # -- samplers ------------------------------------------------------------------------------------
@@ -221,11 +199,9 @@ def _calibrate(first_ns_per_call: float, cfg: Config) -> int:
 def interleave(samplers: dict[str, Sampler], cfg: Config, rounds: int) -> dict[str, list[float]]:
     """Median-ready samples: ``rounds`` rounds, each running every sampler once, order rotated."""
     counts = {name: _calibrate(sample(1_000), cfg) for name, sample in samplers.items()}
-    names = list(samplers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(rounds):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
+    samples: dict[str, list[float]] = {name: [] for name in samplers}
+    for order in rotated(list(samplers), rounds):
+        for name in order:
             samples[name].append(samplers[name](counts[name]))
     return samples
 
@@ -235,11 +211,9 @@ async def ainterleave(
 ) -> dict[str, list[float]]:
     """Async :func:`interleave`, on the running loop."""
     counts = {name: _calibrate(await sample(1_000), cfg) for name, sample in samplers.items()}
-    names = list(samplers)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    for round_ in range(rounds):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
+    samples: dict[str, list[float]] = {name: [] for name in samplers}
+    for order in rotated(list(samplers), rounds):
+        for name in order:
             samples[name].append(await samplers[name](counts[name]))
     return samples
 
@@ -275,40 +249,39 @@ class LockedLruTtl:
         return value
 
 
+class _Source(str):
+    """Text that ``inspect.Signature`` prints as it is: the name of a default in a namespace."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def without_body(method: Callable[..., Any]) -> Callable[..., Any]:
+    """A function with ``method``'s name, parameters, kinds and defaults, doing nothing.
+
+    Built from the signature (annotations aside: they cost nothing at call time), so that it
+    cannot drift from the method it stands for; an ``async def`` for a coroutine function.
+    """
+    namespace: dict[str, Any] = {}
+    parameters = []
+    for parameter in inspect.signature(method).parameters.values():
+        if parameter.default is not parameter.empty:
+            name = f"_default_{parameter.name}"
+            namespace[name] = parameter.default
+            parameter = parameter.replace(default=_Source(name))
+        parameters.append(parameter.replace(annotation=parameter.empty))
+    prefix = "async def" if inspect.iscoroutinefunction(method) else "def"
+    exec(f"{prefix} {method.__name__}{inspect.Signature(parameters)}: return None", namespace)
+    function: Callable[..., Any] = namespace[method.__name__]
+    return function
+
+
 class SameSignature:
-    """``WorkingMemory.search``'s signature and no body: what calling it costs before it runs."""
+    """``WorkingMemory.search``'s and ``asearch``'s signatures and no body: what calling them
+    costs before they run."""
 
-    def search(
-        self,
-        query: str,
-        fetch: Callable[[], Any],
-        *,
-        ttl: float | None = None,
-        container_tags: Any = UNSET,
-        limit: Any = UNSET,
-        **params: Any,
-    ) -> Any:
-        return None
-
-    async def asearch(
-        self,
-        query: str,
-        fetch: Callable[[], Awaitable[Any]],
-        *,
-        ttl: float | None = None,
-        container_tags: Any = UNSET,
-        limit: Any = UNSET,
-        **params: Any,
-    ) -> Any:
-        return None
-
-
-def _parameters(function: Callable[..., Any]) -> list[tuple[str, Any, Any]]:
-    return [(p.name, p.kind, p.default) for p in inspect.signature(function).parameters.values()]
-
-
-assert _parameters(SameSignature.search) == _parameters(WorkingMemory.search), "out of date"
-assert _parameters(SameSignature.asearch) == _parameters(WorkingMemory.asearch), "out of date"
+    search = without_body(WorkingMemory.search)
+    asearch = without_body(WorkingMemory.asearch)
 
 
 def bench_sync_hit(cfg: Config) -> list[Row]:
@@ -353,43 +326,29 @@ def bench_sync_hit(cfg: Config) -> list[Row]:
     same = SameSignature()
     table: OrderedDict[Hashable, Any] = OrderedDict({query: VALUE})
     memo = {(query, 5, tuple(TAGS)): VALUE}
+
+    def searching(stmt: str, search: Callable[..., Any]) -> Sampler:
+        # The query, the fetch and the tags as locals: a hit and its floor differ in ``search``.
+        return sync_sampler(stmt, search=search, q=query, fetch=fetch_value, tags=TAGS)
+
+    no_params, two_params = "search(q, fetch)", "search(q, fetch, limit=5, container_tags=tags)"
     hits_before = wm.stats().hits
     samples = interleave(
         {
             "lru": sync_sampler("f(q)", f=lru, q=query),
-            "wm": sync_sampler("search(q, fetch)", search=wm.search, q=query, fetch=fetch_value),
-            "wm_params": sync_sampler(
-                "search(q, fetch, limit=5, container_tags=tags)",
-                search=wm.search,
-                q=query,
-                fetch=fetch_value,
-                tags=TAGS,
-            ),
-            "wm_params3": sync_sampler(
-                "search(q, fetch, limit=5, container_tags=tags, threshold=0.5)",
-                search=wm.search,
-                q=query,
-                fetch=fetch_value,
-                tags=TAGS,
+            "wm": searching(no_params, wm.search),
+            "wm_params": searching(two_params, wm.search),
+            "wm_params3": searching(
+                "search(q, fetch, limit=5, container_tags=tags, threshold=0.5)", wm.search
             ),
             "cachetools": sync_sampler("f(q)", f=ttl_cache, q=query),
-            "copy": sync_sampler(
-                "search(q, fetch)", search=copying.search, q=query, fetch=fetch_value
-            ),
+            "copy": searching(no_params, copying.search),
             **peers,
             "plain": sync_sampler("get(q, fetch)", get=plain.get, q=query, fetch=fetch_value),
             "empty": sync_sampler("pass"),
             # The floor of a hit: what it cannot avoid doing, each part timed on its own.
-            "call": sync_sampler(
-                "search(q, fetch)", search=same.search, q=query, fetch=fetch_value
-            ),
-            "call_params": sync_sampler(
-                "search(q, fetch, limit=5, container_tags=tags)",
-                search=same.search,
-                q=query,
-                fetch=fetch_value,
-                tags=TAGS,
-            ),
+            "call": searching(no_params, same.search),
+            "call_params": searching(two_params, same.search),
             "clock": sync_sampler("clock()", clock=time.monotonic),
             "probe": sync_sampler(
                 "get(q); move(q)", get=table.get, move=table.move_to_end, q=query
@@ -572,10 +531,9 @@ async def bench_single_flight(cfg: Config) -> list[Row]:
             "alru": run_alru,
         }
         samples: dict[str, list[float]] = {name: [] for name in runners}
-        names = list(runners)
-        for round_ in range(-1, cfg.flight_rounds):  # round -1 warms up, untimed
-            shift = round_ % len(names)
-            for name in names[shift:] + names[:shift]:
+        # Round -1 warms up, untimed.
+        for round_, order in enumerate(rotated(list(runners), cfg.flight_rounds + 1), start=-1):
+            for name in order:
                 key = f"single-flight {waiters} round {round_} {name}"  # always a cold key
                 gc.collect()
                 start = time.perf_counter_ns()
@@ -783,34 +741,8 @@ def bench_memory(cfg: Config) -> list[Row]:
     ]
 
 
-# -- report --------------------------------------------------------------------------------------
-def _format_rows(rows: list[Row]) -> str:
-    lines: list[str] = []
-    header = f"{'':52} {'measured':>13} {'ratio':>8} {'goal':>8}  result  note"
-    section = ""
-    for row in rows:
-        if row.section != section:
-            section = row.section
-            lines += ["", section, header]
-        measured = f"{row.value:,.0f} {row.unit}"
-        ratio = "" if row.ratio is None else f"{row.ratio:.2f}x"
-        if row.goal is None:
-            goal = ""
-        elif row.ratio is None:
-            goal = f"<= {row.goal:.0f}"
-        else:
-            goal = f"<= {row.goal:g}x"
-        lines.append(
-            f"  {row.label:<50} {measured:>13} {ratio:>8} {goal:>8}  {row.result:<6}  {row.note}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="smaller counts: a smoke test")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
-    args = parser.parse_args(argv)
+    args = parse_arguments(__doc__, argv, quick="smaller counts: a smoke test")
     cfg = QUICK if args.quick else FULL
 
     started = time.perf_counter()
@@ -832,23 +764,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         gc.enable()
     rows += bench_memory(cfg)
     elapsed = time.perf_counter() - started
-
-    print(_format_rows(rows))
-    missed = [row for row in rows if row.result == "MISS"]
-    print(
-        f"\n{sum(row.result == 'PASS' for row in rows)} goals met, {len(missed)} missed"
-        f" ({elapsed:.0f} s)"
-    )
-    if args.json is not None:
-        payload = {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "quick": args.quick,
-            "config": asdict(cfg),
-            "seconds": round(elapsed, 1),
-            "rows": [asdict(row) | {"result": row.result} for row in rows],
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    report(rows, arguments=args, config=cfg, seconds=elapsed, label_width=50, ratio_digits=2)
     return 0  # a missed goal is a finding, not a failure of the program
 
 

@@ -28,16 +28,14 @@ instruments (untimed, then one untimed miss fills the cache) and uninstruments a
 
 from __future__ import annotations
 
-import argparse
 import gc
-import json
 import os
 import platform
 import statistics
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
@@ -46,7 +44,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a ch
 import pickle
 
 import supermemory
-import supermemory._base_client as base_client
 import wrapt
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -54,6 +51,13 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
 import wm_middleware
+
+try:
+    import supermemory._base_client as base_client
+except ImportError:  # supermemory 5.x (Fern) has none: main() says what it needs
+    base_client = None
+
+from benchmarks._common import Row, parse_arguments, report, rotated
 from wm_middleware.emulator import EmulatorServer
 
 API_KEY: Final = "sk-bench"
@@ -69,23 +73,6 @@ class Config:
 
 FULL: Final = Config(rounds=21, sample_ns=300_000_000)
 QUICK: Final = Config(rounds=5, sample_ns=50_000_000)
-
-
-@dataclass
-class Row:
-    section: str
-    label: str
-    value: float
-    unit: str
-    ratio: float | None = None
-    goal: float | None = None
-    note: str = ""
-
-    @property
-    def result(self) -> str:
-        if self.goal is None or self.ratio is None:
-            return ""
-        return "PASS" if self.ratio <= self.goal else "MISS"
 
 
 class NoOpExporter(SpanExporter):
@@ -180,12 +167,10 @@ def _measure(
         name: max(20, int(cfg.sample_ns / max(_sample(client, c, 20), 1.0)))
         for name, c in candidates.items()
     }
-    names = list(candidates)
-    samples: dict[str, list[float]] = {name: [] for name in names}
-    upstream: dict[str, int] = dict.fromkeys(names, 0)
-    for round_ in range(cfg.rounds):
-        shift = round_ % len(names)
-        for name in names[shift:] + names[:shift]:
+    samples: dict[str, list[float]] = {name: [] for name in candidates}
+    upstream: dict[str, int] = dict.fromkeys(candidates, 0)
+    for order in rotated(list(candidates), cfg.rounds):
+        for name in order:
             seen = server.count("POST", "/v4/search")
             samples[name].append(_sample(client, candidates[name], counts[name]))
             upstream[name] += server.count("POST", "/v4/search") - seen
@@ -226,28 +211,8 @@ def _rows(med: dict[str, float]) -> list[Row]:
     return rows
 
 
-def _format_rows(rows: list[Row]) -> str:
-    lines: list[str] = []
-    header = f"{'':48} {'measured':>13} {'ratio':>8} {'goal':>8}  result  note"
-    section = ""
-    for row in rows:
-        if row.section != section:
-            section = row.section
-            lines += ["", section, header]
-        measured = f"{row.value:,.0f} {row.unit}"
-        ratio = "" if row.ratio is None else f"{row.ratio:.3f}x"
-        goal = "" if row.goal is None else f"<= {row.goal:g}x"
-        lines.append(
-            f"  {row.label:<46} {measured:>13} {ratio:>8} {goal:>8}  {row.result:<6}  {row.note}"
-        )
-    return "\n".join(lines)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--quick", action="store_true", help="fewer rounds: a smoke test")
-    parser.add_argument("--json", type=Path, metavar="PATH", help="also write the rows as JSON")
-    args = parser.parse_args(argv)
+    args = parse_arguments(__doc__, argv, quick="fewer rounds: a smoke test")
     cfg = QUICK if args.quick else FULL
     if not supermemory.__version__.startswith("3."):
         print(f"bench_sdk needs supermemory 3.x, found {supermemory.__version__}")
@@ -269,22 +234,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         rows = bench(cfg, server)
     elapsed = time.perf_counter() - started
-    print(_format_rows(rows))
-    missed = [row for row in rows if row.result == "MISS"]
-    print(
-        f"\n{sum(row.result == 'PASS' for row in rows)} goals met, {len(missed)} missed"
-        f" ({elapsed:.0f} s)"
-    )
-    if args.json is not None:
-        payload = {
-            "python": platform.python_version(),
-            "cpus": os.cpu_count(),
-            "quick": args.quick,
-            "config": asdict(cfg),
-            "seconds": round(elapsed, 1),
-            "rows": [asdict(row) | {"result": row.result} for row in rows],
-        }
-        args.json.write_text(json.dumps(payload, indent=2) + "\n")
+    report(rows, arguments=args, config=cfg, seconds=elapsed, label_width=46, ratio_digits=3)
     return 0  # a missed goal is a finding, not a failure of the program
 
 

@@ -47,9 +47,10 @@ import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
@@ -94,23 +95,32 @@ def _upstream(counter: Any) -> dict[str, Any]:
     return BODY
 
 
+async def _aupstream(counter: Any) -> dict[str, Any]:
+    """The async upstream fetch: counted, then ``FETCH_SECONDS`` of waiting."""
+    value = _upstream(counter)
+    await asyncio.sleep(FETCH_SECONDS)
+    return value
+
+
+async def _callers(call: Callable[[], Awaitable[object]], since: float = 0.0) -> list[float]:
+    """``CALLERS`` concurrent ``call()``s: when each one had its answer, on the monotonic clock
+    (shared by every process) less ``since``."""
+
+    async def one() -> float:
+        await call()
+        return time.monotonic() - since
+
+    return list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+
+
 def _herd_wm(url: str, barrier: Any, counter: Any) -> list[float]:
     memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=10.0))
 
-    async def fetch() -> dict[str, Any]:
-        value = _upstream(counter)
-        await asyncio.sleep(FETCH_SECONDS)
-        return value
-
     async def main() -> list[float]:
         await asyncio.to_thread(barrier.wait)
-        start = time.monotonic()
-
-        async def one() -> float:
-            await memory.asearch(QUERY, fetch)
-            return time.monotonic() - start
-
-        return list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+        return await _callers(
+            lambda: memory.asearch(QUERY, partial(_aupstream, counter)), time.monotonic()
+        )
 
     return asyncio.run(main())
 
@@ -122,20 +132,12 @@ def _herd_cashews(url: str, barrier: Any, counter: Any) -> list[float]:
 
     @cache(ttl="1m", lock=True)
     async def search(query: str) -> dict[str, Any]:
-        value = _upstream(counter)
-        await asyncio.sleep(FETCH_SECONDS)
-        return value
+        return await _aupstream(counter)
 
     async def main() -> list[float]:
         await cache.init()
         await asyncio.to_thread(barrier.wait)
-        start = time.monotonic()
-
-        async def one() -> float:
-            await search(QUERY)
-            return time.monotonic() - start
-
-        return list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+        return await _callers(lambda: search(QUERY), time.monotonic())
 
     return asyncio.run(main())
 
@@ -192,19 +194,12 @@ def _herd_aiocache(url: str, barrier: Any, counter: Any) -> list[float]:
                 async with RedLock(cache, QUERY, lease=2):
                     value = await cache.get(QUERY)
                     if value is None:
-                        value = _upstream(counter)
-                        await asyncio.sleep(FETCH_SECONDS)
+                        value = await _aupstream(counter)
                         await cache.set(QUERY, value, ttl=60)
             return value
 
         await asyncio.to_thread(barrier.wait)
-        start = time.monotonic()
-
-        async def one() -> float:
-            await search()
-            return time.monotonic() - start
-
-        times = list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+        times = await _callers(search, time.monotonic())
         await cache.close()
         return times
 
@@ -497,19 +492,9 @@ def _recovery_waiter(url: str, lease: float, barrier: Any, counter: Any, out: An
     moment (CLOCK_MONOTONIC, shared by every process) each one had its answer."""
     memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url, lease=lease))
 
-    async def fetch() -> dict[str, Any]:
-        value = _upstream(counter)
-        await asyncio.sleep(FETCH_SECONDS)
-        return value
-
     async def main() -> list[float]:
         await asyncio.to_thread(barrier.wait)
-
-        async def one() -> float:
-            await memory.asearch(QUERY, fetch)
-            return time.monotonic()
-
-        return list(await asyncio.gather(*(one() for _ in range(CALLERS))))
+        return await _callers(lambda: memory.asearch(QUERY, partial(_aupstream, counter)))
 
     out.put(asyncio.run(main()))
 

@@ -14,15 +14,20 @@ order, so that drift in machine load hits them alike; one round runs first unmea
 the OS caches).
 A figure is the MEDIAN over rounds, of the wall time and of the CPU time (user + system) the
 child used; a difference is the difference of two medians. On a loaded machine the wall time
-includes waiting for a core, the CPU time much less so: read the two together.
+includes waiting for a core, the CPU time much less so: the goal's verdict is on CPU time.
 
 Rows:
 
 * ``python -c pass``: the interpreter alone, the baseline;
+* the standard library the cache core imports (``dataclasses``, ``inspect``, ``logging``,
+  ``threading``, ``typing``...): the floor any ``import wm_middleware`` pays, for reference;
 * ``import wm_middleware``;
-* ``import wm_middleware; instrument()``: the goal is at most 40 ms, whatever client libraries
-  are installed; the verdict is printed for ``instrument()`` over the import and for both over
-  ``pass``;
+* ``import wm_middleware; instrument()``: the goal is at most 40 ms of CPU over ``pass``,
+  whatever client libraries are installed; the verdict is printed for ``instrument()`` over the
+  import and for both over ``pass``;
+* ``import supermemory`` alone, then after ``instrument()``: what the patch costs when the
+  application imports the SDK (wrapt, the OpenTelemetry API, the adapter and its runtime are
+  loaded then);
 * ``import supermemory_openai``: what an eager ``instrument()`` used to import (when installed).
 """
 
@@ -40,11 +45,22 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
+INSTRUMENT = "import wm_middleware; wm_middleware.instrument()"
+# What the cache core and instrument() import from the standard library.
+STDLIB = "import contextvars, copy, dataclasses, inspect, logging, math, threading, typing, weakref"
+
 CANDIDATES: dict[str, str] = {
     "pass": "pass",
+    "stdlib": STDLIB,
     "import": "import wm_middleware",
-    "instrument": "import wm_middleware; wm_middleware.instrument()",
+    "instrument": INSTRUMENT,
 }
+if importlib.util.find_spec("supermemory") is not None:
+    CANDIDATES["supermemory"] = "import supermemory"
+    # Fails the run if no adapter loaded on the import: the row would measure nothing.
+    CANDIDATES["patched"] = (
+        f"{INSTRUMENT}; import supermemory, sys; assert 'wm_middleware._runtime' in sys.modules"
+    )
 if importlib.util.find_spec("supermemory_openai") is not None:
     CANDIDATES["import supermemory_openai"] = "import supermemory_openai"
 
@@ -114,17 +130,24 @@ def main(argv: list[str] | None = None) -> int:
     print("        wall         cpu")
     for name, code in CANDIDATES.items():
         print(f"  {_ms(wall[name])} {_ms(cpu[name])}  python -c {code!r}")
-    rows = (
+    rows = [
+        ("the standard library the core imports adds", "stdlib", "pass"),
         ("import wm_middleware adds", "import", "pass"),
         ("instrument() adds to the import", "instrument", "import"),
         ("both add to start-up", "instrument", "pass"),
-    )
+        ("wm_middleware's own code adds, over that standard library", "instrument", "stdlib"),
+    ]
+    goals = rows[2:4]
+    if "patched" in CANDIDATES:
+        rows.append(
+            ("instrument(), then import supermemory (patched), adds", "patched", "supermemory")
+        )
     for label, this, base in rows:
         print(f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])}  {label}")
-    for label, this, base in rows[1:]:
-        added = (wall[this] - wall[base]) * 1000
+    for label, this, base in goals:
+        added = (cpu[this] - cpu[base]) * 1000
         verdict = "met" if added <= GOAL_MS else "missed"
-        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of wall time: {verdict}")
+        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of CPU time: {verdict}")
     if options.json is not None:
         options.json.write_text(
             json.dumps({"samples": samples, "median": median}, indent=2) + "\n",

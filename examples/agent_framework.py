@@ -18,8 +18,6 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 # This file shares its name with the ``agent_framework`` package: take its directory (which
@@ -35,30 +33,13 @@ from supermemory_agent_framework import (  # noqa: E402
 )
 
 import wm_middleware  # noqa: E402
+from wm_middleware.emulator import supermemory_target  # noqa: E402
 
 CONTAINER_TAG = "user-alex"
-
-
-@contextmanager
-def supermemory_target() -> Iterator[tuple[str, str | None]]:
-    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
-    api_key = os.environ.get("SUPERMEMORY_API_KEY")
-    if api_key:
-        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL")
-        return
-    from wm_middleware.emulator import EmulatorServer
-
-    with EmulatorServer(latency=0.05) as server:
-        server.seed(
-            "sk-example",
-            [
-                {"content": "Alex has a severe peanut allergy.", "static": True},
-                "Alex's favorite cuisines are Japanese and Ethiopian.",
-            ],
-            container_tag=CONTAINER_TAG,
-        )
-        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
-        yield "sk-example", server.base_url
+MEMORIES = [
+    {"content": "Alex has a severe peanut allergy.", "static": True},  # a static profile fact
+    "Alex's favorite cuisines are Japanese and Ethiopian.",
+]
 
 
 class TurnContext:
@@ -92,7 +73,8 @@ async def run(api_key: str, base_url: str | None) -> None:
 
 
 def main() -> None:
-    with supermemory_target() as (api_key, base_url):
+    # The real API with SUPERMEMORY_API_KEY, else an emulator seeded with MEMORIES.
+    with supermemory_target(MEMORIES, container_tag=CONTAINER_TAG) as (api_key, base_url):
         memory = wm_middleware.instrument()
         try:
             asyncio.run(run(api_key, base_url))

@@ -11,38 +11,18 @@ Environment: ``python3 -m pip install -e '.[demo]'`` (supermemory 3.x).
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import supermemory
 
 import wm_middleware
+from wm_middleware.emulator import supermemory_target
 
 CONTAINER_TAG = "user-alex"
-
-
-@contextmanager
-def supermemory_target() -> Iterator[tuple[str, str | None]]:
-    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
-    api_key = os.environ.get("SUPERMEMORY_API_KEY")
-    if api_key:
-        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL")
-        return
-    from wm_middleware.emulator import EmulatorServer
-
-    with EmulatorServer(latency=0.05) as server:
-        server.seed(
-            "sk-example",
-            ["Alex prefers Japanese food.", "Alex has a severe peanut allergy."],
-            container_tag=CONTAINER_TAG,
-        )
-        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
-        yield "sk-example", server.base_url
+MEMORIES = ["Alex prefers Japanese food.", "Alex has a severe peanut allergy."]
 
 
 def main() -> None:
-    with supermemory_target() as (api_key, base_url):
+    # The real API with SUPERMEMORY_API_KEY, else an emulator seeded with MEMORIES.
+    with supermemory_target(MEMORIES, container_tag=CONTAINER_TAG) as (api_key, base_url):
         client = supermemory.Supermemory(api_key=api_key, base_url=base_url)
         cached = wm_middleware.wrap(client, ttl=30.0)
 

@@ -12,39 +12,23 @@ Environment: either SDK's, e.g. ``python3 -m pip install -e '.[demo]'`` (the emu
 
 from __future__ import annotations
 
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 import httpx
 
 from wm_middleware import CachingTransport
+from wm_middleware.emulator import supermemory_target
 
 CONTAINER_TAG = "user-alex"
-
-
-@contextmanager
-def supermemory_target() -> Iterator[tuple[str, str]]:
-    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
-    api_key = os.environ.get("SUPERMEMORY_API_KEY")
-    if api_key:
-        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL", "https://api.supermemory.ai")
-        return
-    from wm_middleware.emulator import EmulatorServer
-
-    with EmulatorServer(latency=0.05) as server:
-        server.seed(
-            "sk-example", ["Alex has a severe peanut allergy."], container_tag=CONTAINER_TAG
-        )
-        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
-        yield "sk-example", server.base_url
+MEMORIES = ["Alex has a severe peanut allergy."]
+# Where the SDKs send requests when SUPERMEMORY_BASE_URL is not set.
+SUPERMEMORY_API = "https://api.supermemory.ai"
 
 
 def main() -> None:
-    with supermemory_target() as (api_key, base_url):
+    # The real API with SUPERMEMORY_API_KEY, else an emulator seeded with MEMORIES.
+    with supermemory_target(MEMORIES, container_tag=CONTAINER_TAG) as (api_key, base_url):
         transport = CachingTransport()  # wraps httpx.HTTPTransport()
         with httpx.Client(
-            base_url=base_url,
+            base_url=base_url or SUPERMEMORY_API,
             headers={"Authorization": f"Bearer {api_key}"},
             transport=transport,
         ) as client:

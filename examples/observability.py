@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import supermemory
 
 import wm_middleware
-from wm_middleware._telemetry.otlp import DEFAULT_PORTS, otlp_protocol, probe
+from wm_middleware.emulator import supermemory_target
+from wm_middleware.otlp import DEFAULT_PORTS, otlp_protocol, probe
 
 CONTAINER_TAG = "user-alex"
+MEMORIES = ["Alex has a severe peanut allergy."]
 
 
 def otlp_target() -> tuple[str, str]:
@@ -43,23 +43,6 @@ def otlp_target() -> tuple[str, str]:
     protocol = otlp_protocol("traces")
     default = f"http://localhost:{DEFAULT_PORTS[protocol]}"
     return protocol, os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT", default).rstrip("/")
-
-
-@contextmanager
-def supermemory_target() -> Iterator[tuple[str, str | None]]:
-    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
-    api_key = os.environ.get("SUPERMEMORY_API_KEY")
-    if api_key:
-        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL")
-        return
-    from wm_middleware.emulator import EmulatorServer
-
-    with EmulatorServer(latency=0.05) as server:
-        server.seed(
-            "sk-example", ["Alex has a severe peanut allergy."], container_tag=CONTAINER_TAG
-        )
-        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
-        yield "sk-example", server.base_url
 
 
 def main() -> None:
@@ -80,7 +63,8 @@ def main() -> None:
             "docker compose -f examples/observability/docker-compose.yml up -d)"
         )
     try:
-        with supermemory_target() as (api_key, base_url):
+        # The real API with SUPERMEMORY_API_KEY, else an emulator seeded with MEMORIES.
+        with supermemory_target(MEMORIES, container_tag=CONTAINER_TAG) as (api_key, base_url):
             client = supermemory.Supermemory(api_key=api_key, base_url=base_url)
             for _ in range(5):
                 client.search.memories(q="peanut allergy", container_tag=CONTAINER_TAG)

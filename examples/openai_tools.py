@@ -15,17 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from openai.types.chat import ChatCompletionMessageToolCall
 from supermemory_openai import SupermemoryTools
 
 import wm_middleware
+from wm_middleware.emulator import supermemory_target
 
 CONTAINER_TAG = "user-alex"
+MEMORIES = [
+    "Alex has a severe peanut allergy.",
+    "Alex's favorite cuisines are Japanese and Ethiopian.",
+]
 
 
 def tool_call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -47,28 +49,6 @@ ASSISTANT_MESSAGES = [
     [tool_call("call_5", "add_memory", memory="Alex booked Sakura for Friday at 19:30.")],
     [tool_call("call_6", "search_memories", information_to_get="peanut allergy")],
 ]
-
-
-@contextmanager
-def supermemory_target() -> Iterator[tuple[str, str | None]]:
-    """(api_key, base_url): the real API when SUPERMEMORY_API_KEY is set, else an emulator."""
-    api_key = os.environ.get("SUPERMEMORY_API_KEY")
-    if api_key:
-        yield api_key, os.environ.get("SUPERMEMORY_BASE_URL")
-        return
-    from wm_middleware.emulator import EmulatorServer
-
-    with EmulatorServer(latency=0.05) as server:
-        server.seed(
-            "sk-example",
-            [
-                "Alex has a severe peanut allergy.",
-                "Alex's favorite cuisines are Japanese and Ethiopian.",
-            ],
-            container_tag=CONTAINER_TAG,
-        )
-        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
-        yield "sk-example", server.base_url
 
 
 async def run(api_key: str, base_url: str | None) -> None:
@@ -96,7 +76,8 @@ async def run(api_key: str, base_url: str | None) -> None:
 
 
 def main() -> None:
-    with supermemory_target() as (api_key, base_url):
+    # The real API with SUPERMEMORY_API_KEY, else an emulator seeded with MEMORIES.
+    with supermemory_target(MEMORIES, container_tag=CONTAINER_TAG) as (api_key, base_url):
         memory = wm_middleware.instrument()
         try:
             asyncio.run(run(api_key, base_url))

@@ -7,17 +7,27 @@
 * :func:`free_port`: a free loopback TCP port.
 * :func:`wait_until` (sync) and :func:`until` (async): poll a condition, bounded. A bound is a
   guard against a hang, never a timing assertion.
-* The installed SDK generation: :data:`SDK_MAJOR`, the ``v3_only`` / ``v5_only`` marks and
-  :func:`sdk_client`.
+* The installed SDK generation: :data:`SDK_MAJOR`, the ``v3_only`` / ``v5_only`` marks,
+  :func:`sdk_client`, the ``mode`` fixture (each test using it runs sync and async) and
+  :func:`done` (a call's result, sync or awaited).
+* :class:`FakeClock` and the ``clock`` fixture: a monotonic clock that moves when a test says so.
+* A fresh interpreter: :func:`python` (``python -c``, optionally under a launcher),
+  :func:`opentelemetry_instrument` (the same under ``opentelemetry-instrument``) and
+  :data:`SEARCH_TWICE` (program text for them).
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
+import inspect
+import os
 import socket
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -27,8 +37,13 @@ if TYPE_CHECKING:  # imported by the fixtures: tests that never start it need no
 
 __all__ = [
     "SDK_MAJOR",
+    "SEARCH_TWICE",
+    "FakeClock",
     "clean",
+    "done",
     "free_port",
+    "opentelemetry_instrument",
+    "python",
     "sdk_client",
     "until",
     "v3_only",
@@ -57,6 +72,38 @@ def sdk_client(mode: str, base_url: str, api_key: str, **options: Any) -> Any:
         raise ValueError(f"mode must be 'sync' or 'async', got {mode!r}")
     cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
     return cls(api_key=api_key, base_url=base_url, **options)
+
+
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    """Each test using it runs with the sync and with the async client."""
+    return str(request.param)
+
+
+async def done(value: Any) -> Any:
+    """The result of a client call, sync or async."""
+    return await value if inspect.isawaitable(value) else value
+
+
+# -- time ----------------------------------------------------------------------------------------
+
+
+class FakeClock:
+    """A monotonic clock that moves only when a test says so."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
 
 
 # -- ports and polling ---------------------------------------------------------------------------
@@ -99,6 +146,59 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {limit} s")
         await asyncio.sleep(interval)
+
+
+# -- a fresh interpreter -------------------------------------------------------------------------
+
+SEARCH_TWICE = """
+import supermemory, sys
+client = supermemory.Supermemory(api_key="sk-env", base_url=sys.argv[1], max_retries=0)
+search = (
+    (lambda: client.search.memories(q="tea", container_tag="user-1"))
+    if supermemory.__version__.startswith("3.")
+    else (lambda: client.search("user-1", query="tea"))
+)
+search()
+search()
+"""
+"""Program text for :func:`python`: the same search twice, by a client of the installed SDK on
+the base URL given as the first argument."""
+
+
+def python(
+    code: str, *args: str, env: dict[str, str] | None = None, launcher: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """``python -c code *args`` in a fresh interpreter (run by ``launcher`` when given), with
+    ``env`` (default: this process's); asserts it exited 0 and returns it."""
+    command = [sys.executable, "-c", code, *args]
+    run = subprocess.run(
+        [str(launcher), *command] if launcher else command,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stderr
+    return run
+
+
+def opentelemetry_instrument(
+    code: str, *args: str, **variables: str
+) -> subprocess.CompletedProcess[str]:
+    """:func:`python` under ``opentelemetry-instrument`` (the test skips where it is not
+    installed), exporting nothing, with no ``OTEL_*`` or ``WM_MIDDLEWARE_*`` variable of this
+    process but ``variables``."""
+    launcher = Path(sys.executable).with_name("opentelemetry-instrument")
+    if not launcher.exists():
+        pytest.skip("opentelemetry-instrument is not installed")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "WM_MIDDLEWARE_"))}
+    env |= {
+        **variables,
+        "OTEL_TRACES_EXPORTER": "none",
+        "OTEL_METRICS_EXPORTER": "none",
+        "OTEL_LOGS_EXPORTER": "none",
+    }
+    return python(code, *args, env=env, launcher=launcher)
 
 
 # -- the emulator --------------------------------------------------------------------------------

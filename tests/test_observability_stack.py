@@ -7,23 +7,18 @@ No Docker engine runs here, so this tests what can be tested for real:
   (Debian's package; the test skips without it) scraping metrics recorded through the
   OpenTelemetry SDK and the Python ``opentelemetry-exporter-prometheus`` exporter.
 
-The metrics come from :func:`emit_library_metrics`, which records the library's contract
-(names, units, attributes) directly with the SDK for now; wm_middleware's telemetry module
-will replace its body. This module deliberately does not import ``wm_middleware``.
+The metrics come from :func:`emit_library_metrics` (wm_middleware's own telemetry, recording
+reads through the real supermemory 3.x SDK on SDK providers) or from the demo's own traffic.
+Running ``prometheus`` and the dashboard's queries is ``telemetry/_prometheus_server``'s.
 """
 
 from __future__ import annotations
 
-import json
-import math
 import random
 import re
 import shutil
 import subprocess
 import threading
-import time
-import urllib.error
-import urllib.parse
 import urllib.request
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -35,7 +30,13 @@ import pytest
 
 yaml = pytest.importorskip("yaml", reason="PyYAML is needed to parse the stack's config files")
 
-from .conftest import free_port as _free_port  # noqa: E402
+from .telemetry._prometheus_server import (  # noqa: E402
+    DASHBOARD,
+    load_dashboard,
+    panel_queries,
+    prometheus,
+    scrape_job,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 COLLECTOR_CONFIG = REPO / "otel-collector.yaml"
@@ -45,35 +46,7 @@ PROMETHEUS_CONFIG = STACK / "prometheus.yml"
 JAEGER_CONFIG = STACK / "jaeger" / "config.yaml"
 GRAFANA_DATASOURCES = STACK / "grafana" / "provisioning" / "datasources" / "datasources.yml"
 GRAFANA_PROVIDERS = STACK / "grafana" / "provisioning" / "dashboards" / "dashboards.yml"
-DASHBOARD = STACK / "grafana" / "dashboards" / "wm-cached-vs-uncached.json"
 
-# The library's contract (see the task brief / REFERENCE.md section 4).
-SEARCH_DURATION_BUCKETS = (
-    0.00005,
-    0.0001,
-    0.00025,
-    0.0005,
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.075,
-    0.1,
-    0.125,
-    0.15,
-    0.2,
-    0.25,
-    0.3,
-    0.4,
-    0.5,
-    0.75,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-)
 # Component types compiled into otel/opentelemetry-collector-contrib at the version pinned in
 # docker-compose.yml (its release notes and `otelcol-contrib components`), for the kinds this
 # config may use. No collector binary with the otlp receiver installs here, so the config's
@@ -159,12 +132,6 @@ def _load_yaml(path: Path) -> dict[str, Any]:
     return data
 
 
-def _load_dashboard() -> dict[str, Any]:
-    data = json.loads(DASHBOARD.read_text(encoding="utf-8"))
-    assert isinstance(data, dict)
-    return data
-
-
 def _component_type(name: str) -> str:
     """`otlp_grpc/jaeger` -> `otlp_grpc` (collector component ids are type[/name])."""
     return name.split("/", 1)[0]
@@ -233,12 +200,13 @@ def test_collector_component_names_exist_in_the_pinned_collector_version(
 def test_collector_spanmetrics_buckets_equal_the_library_histogram_buckets(
     collector: dict[str, Any],
 ) -> None:
+    """The collector config states the buckets on its own (as Go durations), so the library's
+    table is pinned by a second, independently written copy: a change must touch both."""
     from wm_middleware._telemetry import DURATION_BUCKETS
 
     histogram = collector["connectors"]["spanmetrics"]["histogram"]
     buckets = tuple(_go_duration_seconds(b) for b in histogram["explicit"]["buckets"])
     assert buckets == pytest.approx(DURATION_BUCKETS)
-    assert SEARCH_DURATION_BUCKETS == DURATION_BUCKETS
 
 
 def test_collector_receivers_bind_all_interfaces(collector: dict[str, Any]) -> None:
@@ -387,7 +355,7 @@ def test_grafana_datasources() -> None:
     assert datasources["jaeger"]["url"] == "http://jaeger:16686"
     used = {
         node["uid"]
-        for node in _walk(_load_dashboard())
+        for node in _walk(load_dashboard())
         if isinstance(node, dict) and "uid" in node and "type" in node
     }
     assert used <= set(datasources), f"dashboard uses unknown datasources {used - set(datasources)}"
@@ -406,29 +374,8 @@ def _walk(node: Any) -> Iterator[Any]:
             yield from _walk(value)
 
 
-def _panel_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
-    return [
-        (panel["title"], target["expr"])
-        for panel in dashboard["panels"]
-        for target in panel.get("targets", [])
-        if target.get("expr")
-    ]
-
-
-def _variable_queries(dashboard: dict[str, Any]) -> list[tuple[str, str]]:
-    """`label_values(selector, label)` of each variable, as a PromQL selector."""
-    queries = []
-    for variable in dashboard["templating"]["list"]:
-        query = variable["query"]
-        text = query["query"] if isinstance(query, dict) else query
-        match = re.fullmatch(r"label_values\((.+),\s*(\w+)\)", text.strip())
-        assert match, f"variable {variable['name']}: unexpected query {text!r}"
-        queries.append((f"variable {variable['name']}", match.group(1)))
-    return queries
-
-
 def test_dashboard_panels() -> None:
-    dashboard = _load_dashboard()
+    dashboard = load_dashboard()
     assert dashboard["title"] == "Working memory: cached vs uncached"
     panels: dict[str, dict[str, Any]] = {p["title"].lower(): p for p in dashboard["panels"]}
     ids = [p["id"] for p in dashboard["panels"]]
@@ -459,7 +406,7 @@ def test_dashboard_panels() -> None:
     variables = {v["name"]: v for v in dashboard["templating"]["list"]}
     assert variables["job"]["multi"]
     assert variables["job"]["includeAll"]
-    for title, expr in _panel_queries(dashboard):
+    for title, expr in panel_queries(dashboard):
         assert '"$job"' in expr, f"{title}: query ignores the $job variable"
 
 
@@ -470,7 +417,7 @@ def test_dashboard_uses_contract_metric_names() -> None:
         for suffix in ("_bucket", "_sum", "_count")
     }
     labels = {"wm_cache_result", "gen_ai_operation_name"}
-    for title, expr in _panel_queries(_load_dashboard()):
+    for title, expr in panel_queries(load_dashboard()):
         names = set(re.findall(r"\b((?:wm|gen_ai)_[a-z_]+)\b", expr)) - labels
         assert names, f"{title}: no wm_* or gen_ai_* metric"
         assert names <= known, f"{title}: unknown metrics {names - known}"
@@ -586,9 +533,6 @@ def emit_library_metrics(meter_provider: Any, *, cached: bool = True) -> None:
 _EMIT_LOCK = threading.Lock()
 
 
-# ``_free_port`` is tests/conftest.py's ``free_port``.
-
-
 @dataclass
 class _Exporter:
     job: str
@@ -691,39 +635,6 @@ def _start_demo() -> list[_Exporter]:
     ]
 
 
-def _get_json(url: str) -> dict[str, Any]:
-    with urllib.request.urlopen(url, timeout=5) as response:
-        data = json.load(response)
-    assert isinstance(data, dict)
-    return data
-
-
-def _query(base: str, expr: str) -> list[dict[str, Any]]:
-    data = _get_json(f"{base}/api/v1/query?" + urllib.parse.urlencode({"query": expr}))
-    assert data["status"] == "success", data
-    result: list[dict[str, Any]] = data["data"]["result"]
-    return result
-
-
-def _has_finite_sample(result: list[dict[str, Any]]) -> bool:
-    return any(math.isfinite(float(series["value"][1])) for series in result)
-
-
-def _substitute(expr: str) -> str:
-    """Replace Grafana template variables with concrete values."""
-    values = {
-        "$__rate_interval": "30s",
-        "$__range": "5m",
-        "$__interval": "5s",
-        "$job": ".*",
-        "$operation": ".*",
-    }
-    for name, value in sorted(values.items(), key=lambda kv: -len(kv[0])):
-        expr = expr.replace(name, value)
-    assert "$" not in expr, f"unsubstituted variable in {expr!r}"
-    return expr
-
-
 @pytest.fixture
 def exporters() -> Iterator[list[_Exporter]]:
     started: list[_Exporter] = []
@@ -764,73 +675,10 @@ def test_python_exporter_names(exporters: list[_Exporter]) -> None:
 def test_dashboard_queries_return_data_from_real_prometheus(
     traffic: list[_Exporter], tmp_path: Path
 ) -> None:
-    exporters = traffic
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("no `prometheus` binary (CI installs it: apt-get install -y prometheus)")
-    config = {
-        "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-        "scrape_configs": [
-            {
-                "job_name": exporter.job,
-                "scrape_interval": "1s",
-                "static_configs": [{"targets": [f"127.0.0.1:{exporter.port}"]}],
-            }
-            for exporter in exporters
-        ],
-    }
-    config_file = tmp_path / "prometheus.yml"
-    config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={config_file}",
-            f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--enable-feature=exemplar-storage",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    dashboard = _load_dashboard()
-    queries = _panel_queries(dashboard) + _variable_queries(dashboard)
-    try:
-        pending = dict.fromkeys(queries, "not run")
-        deadline = time.monotonic() + 120
-        while pending and time.monotonic() < deadline:
-            assert process.poll() is None, "prometheus exited:\n" + _read(tmp_path)
-            for title, expr in list(pending):
-                try:
-                    result = _query(base, _substitute(expr))
-                except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
-                    pending[(title, expr)] = f"prometheus not answering: {exc}"
-                    continue
-                if result and _has_finite_sample(result):
-                    del pending[(title, expr)]
-                else:
-                    pending[(title, expr)] = f"result {result}"
-            if pending:
-                time.sleep(1)
-        assert not pending, "queries without data:\n" + "\n".join(
-            f"- {title}: {expr}\n  {why}" for (title, expr), why in pending.items()
-        )
+    scrapes = [scrape_job(exporter.job, exporter.port) for exporter in traffic]
+    with prometheus(tmp_path, scrapes, "--enable-feature=exemplar-storage") as server:
+        server.wait_for_dashboard_data()
         # Both runs are there to compare, told apart by job (the OTel service.name).
-        jobs = {s["metric"]["job"] for s in _query(base, "sum by (job) (wm_cache_requests_total)")}
-        assert jobs == {CACHED_JOB, UNCACHED_JOB}
-        bypass = _query(base, 'sum by (job) (wm_cache_requests_total{wm_cache_result="bypass"})')
-        assert {s["metric"]["job"] for s in bypass} == {UNCACHED_JOB}
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
-        log.close()
-
-
-def _read(tmp_path: Path) -> str:
-    return (tmp_path / "prometheus.log").read_text(encoding="utf-8", errors="replace")[-4000:]
+        assert server.jobs("sum by (job) (wm_cache_requests_total)") == {CACHED_JOB, UNCACHED_JOB}
+        bypass = 'sum by (job) (wm_cache_requests_total{wm_cache_result="bypass"})'
+        assert server.jobs(bypass) == {UNCACHED_JOB}

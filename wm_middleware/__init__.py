@@ -41,11 +41,13 @@ application's own ``wm_middleware.instrument(...)`` returns that memory when its
 loader's; with other settings it re-instruments and returns the new memory, which is then the one
 ``working_memory`` gives.
 
-Loaded on first use, so that their optional dependencies are imported only when needed:
+Loaded on first use, so that what they depend on is imported only when needed:
 
 * ``RedisTier``: the shared tier on Redis or Valkey (the ``redis`` extra);
 * ``CachingTransport``, ``AsyncCachingTransport``: httpx transports caching the API's reads;
-* ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra).
+* ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra);
+* ``WorkingMemoryInstrumentor``: the ``opentelemetry-instrument`` loader's entry point (its base
+  class's module imports packaging and importlib.metadata).
 
 What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
 ``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
@@ -56,11 +58,12 @@ part of the key.
 
 from __future__ import annotations
 
+import importlib as _importlib
 from importlib.util import find_spec as _find_spec
 from typing import Any
 
 from ._core import CacheStats, WorkingMemory
-from ._instrumentor import WorkingMemoryInstrumentor, instrument, uninstrument, wrap
+from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
 
 __all__ = [
@@ -77,23 +80,26 @@ __all__ = [
     "wrap",
 ]
 
+# Imported on first use (name -> its module): they pull in modules neither the cache core nor
+# instrument() needs. redis-py is an extra (``wm-middleware[redis]``), and so is the OTLP
+# exporter; BaseInstrumentor's module, which only the ``opentelemetry-instrument`` loader needs,
+# imports packaging and importlib.metadata.
+_LAZY = {
+    "AsyncCachingTransport": "._adapters.httpx_transport",
+    "CachingTransport": "._adapters.httpx_transport",
+    "RedisTier": "._redis",
+    "WorkingMemoryInstrumentor": "._loader",
+    "configure_otlp": "._telemetry.otlp",
+}
+
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: they pull in modules the cache core does not need.
-    if name in ("CachingTransport", "AsyncCachingTransport"):
-        from ._adapters.httpx_transport import AsyncCachingTransport, CachingTransport
-
-        return CachingTransport if name == "CachingTransport" else AsyncCachingTransport
-    if name == "RedisTier":
-        # redis-py is an extra (``wm-middleware[redis]``): the core never imports it.
-        from ._redis import RedisTier
-
-        return RedisTier
-    if name == "configure_otlp":
-        from ._telemetry.otlp import configure_otlp
-
-        return configure_otlp
-    raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
 
 def __dir__() -> list[str]:

@@ -13,10 +13,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
 from .version import __version__
@@ -27,34 +29,37 @@ __all__ = ["main"]
 INTERRUPTED = 130
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
-    return value
+_Number = TypeVar("_Number", int, float)
 
 
-def _latency(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected milliseconds, got {text!r}") from None
-    if not 0 <= value <= 10_000:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 10000 ms, got {value:g}")
-    return value
+def _number(
+    parse: Callable[[str], _Number], expected: str, low: float, high: float, out_of_range: str
+) -> Callable[[str], _Number]:
+    """An argparse type: ``parse`` the text, then keep ``low <= value <= high`` (NaN is outside
+    every range). The errors are ``expected <expected>, got '<text>'`` and ``out_of_range``
+    formatted with ``value`` and ``text``."""
+
+    def convert(text: str) -> _Number:
+        try:
+            value = parse(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(out_of_range.format(value=value, text=text))
+        return value
+
+    return convert
 
 
-def _indexing_delay(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value <= 24 * 3600:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be between 0 and 86400 s, got {text!r}")
-    return value
+_positive_int = _number(int, "a whole number", 1, math.inf, "must be at least 1, got {value}")
+_latency = _number(
+    float, "milliseconds", 0, 10_000, "must be between 0 and 10000 ms, got {value:g}"
+)
+_indexing_delay = _number(
+    float, "seconds", 0, 24 * 3600, "must be between 0 and 86400 s, got {text!r}"
+)
+_seconds = _number(float, "seconds", 0, 3600, "must be between 0 and 3600 s, got {value:g}")
+_port = _number(int, "a port number", 0, 65535, "must be between 0 and 65535, got {value}")
 
 
 def _duration(text: str) -> float:
@@ -69,26 +74,6 @@ def _duration(text: str) -> float:
         ) from None
     if not 1 <= value <= 24 * 3600:
         raise argparse.ArgumentTypeError(f"must be between 1s and 24h, got {text!r}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
-    if not 0 <= value <= 3600:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 s, got {value:g}")
-    return value
-
-
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 65535, got {value}")
     return value
 
 
@@ -114,6 +99,152 @@ def _redis_url(text: str) -> str:
     return value
 
 
+@dataclass(frozen=True)
+class _Command:
+    """A subcommand: its line in the top-level help, its own description and its options, each
+    an ``add_argument`` call (flag, keywords) in the order its ``--help`` lists them."""
+
+    name: str
+    help: str
+    description: str
+    options: tuple[tuple[str, dict[str, Any]], ...]
+
+
+_DEMO = _Command(
+    "demo",
+    help="run a scripted agent uncached and cached, and compare",
+    description=(
+        "Start the emulator, seed a small memory set, and run a scripted agent loop "
+        "(supermemory-openai-sdk SupermemoryTools executing an LLM's tool calls; no LLM or "
+        "key needed) twice: uncached and with wm_middleware.instrument(). Prints upstream "
+        "requests, per-search latency, wall time per turn and a trace waterfall."
+    ),
+    options=(
+        ("--turns", {"type": _positive_int, "default": 4, "help": "agent turns (default 4)"}),
+        (
+            "--latency-ms",
+            {
+                "type": _latency,
+                "default": 100.0,
+                "help": "emulated upstream latency per request, +-20%% jitter (default 100)",
+            },
+        ),
+        (
+            "--indexing-delay",
+            {
+                "type": _seconds,
+                "metavar": "SECONDS",
+                "help": "seconds the emulator takes to index a written memory before search "
+                "returns it (default 2, as Supermemory takes seconds for a short text; 0 with "
+                "--workers)",
+            },
+        ),
+        ("--json", {"action": "store_true", "help": "print a machine-readable summary only"}),
+        (
+            "--otlp-endpoint",
+            {
+                "type": _http_url,
+                "metavar": "URL",
+                "help": "export both runs over OTLP (e.g. http://localhost:4318, or :4317 with "
+                "grpc); default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
+            },
+        ),
+        (
+            "--otlp-protocol",
+            {
+                "choices": ["grpc", "http/protobuf"],
+                "help": "OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
+            },
+        ),
+        (
+            "--duration",
+            {
+                "type": _duration,
+                "metavar": "TIME",
+                "help": "with an OTLP endpoint: keep both deployments running side by side this "
+                "long (e.g. 2m), replaying the script, so that dashboard rate() and increase() "
+                "panels fill; the report shows the first round",
+            },
+        ),
+        (
+            "--html",
+            {
+                "metavar": "FILE",
+                "help": "also write a self-contained HTML report (latency distributions, "
+                "requests saved per turn, the waterfall of one cached turn)",
+            },
+        ),
+        (
+            "--api-key",
+            {
+                "help": "run against the real Supermemory API with this key (instead of the "
+                "emulator)"
+            },
+        ),
+        (
+            "--base-url",
+            {
+                "type": _http_url,
+                "metavar": "URL",
+                "help": "Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
+            },
+        ),
+        (
+            "--workers",
+            {
+                "type": _positive_int,
+                "metavar": "N",
+                "help": "run the agent loop in N worker processes, local-only then with a shared "
+                "tier on Redis / Valkey, and compare upstream requests and wall time (emulator "
+                "only)",
+            },
+        ),
+        (
+            "--redis-url",
+            {
+                "type": _redis_url,
+                "metavar": "URL",
+                "help": "with --workers: the Redis / Valkey server of the shared tier (default: "
+                "an embedded valkey-server for the demo)",
+            },
+        ),
+    ),
+)
+
+_SERVE = _Command(
+    "serve",
+    help="run the Supermemory API emulator in the foreground",
+    description="Run the Supermemory-compatible emulator until interrupted (Ctrl-C).",
+    options=(
+        ("--host", {"default": "127.0.0.1", "help": "interface (default 127.0.0.1)"}),
+        ("--port", {"type": _port, "default": 8787, "help": "port (default 8787)"}),
+        (
+            "--latency-ms",
+            {"type": _latency, "default": 0.0, "help": "latency per request (default 0)"},
+        ),
+        (
+            "--indexing-delay",
+            {
+                "type": _indexing_delay,
+                "default": 0.0,
+                "metavar": "SECONDS",
+                "help": "seconds from a write until search, profile and the lists see it; "
+                "documents report queued, extracting, chunking, embedding, indexing, then done "
+                "(default 0)",
+            },
+        ),
+        (
+            "--demo-data",
+            {
+                "action": "store_true",
+                "help": "seed the demo's memory set (API key sk-wm-demo, container tag user-alex)",
+            },
+        ),
+        ("--log-level", {"default": "info", "choices": ["debug", "info", "warning", "error"]}),
+    ),
+)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wm-middleware",
@@ -121,111 +252,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    demo = commands.add_parser(
-        "demo",
-        help="run a scripted agent uncached and cached, and compare",
-        description=(
-            "Start the emulator, seed a small memory set, and run a scripted agent loop "
-            "(supermemory-openai-sdk SupermemoryTools executing an LLM's tool calls; no LLM or "
-            "key needed) twice: uncached and with wm_middleware.instrument(). Prints upstream "
-            "requests, per-search latency, wall time per turn and a trace waterfall."
-        ),
-    )
-    demo.add_argument("--turns", type=_positive_int, default=4, help="agent turns (default 4)")
-    demo.add_argument(
-        "--latency-ms",
-        type=_latency,
-        default=100.0,
-        help="emulated upstream latency per request, +-20%% jitter (default 100)",
-    )
-    demo.add_argument(
-        "--indexing-delay",
-        type=_seconds,
-        metavar="SECONDS",
-        help="seconds the emulator takes to index a written memory before search returns it "
-        "(default 2, as Supermemory takes seconds for a short text; 0 with --workers)",
-    )
-    demo.add_argument("--json", action="store_true", help="print a machine-readable summary only")
-    demo.add_argument(
-        "--otlp-endpoint",
-        type=_http_url,
-        metavar="URL",
-        help="export both runs over OTLP (e.g. http://localhost:4318, or :4317 with grpc); "
-        "default: the OTEL_EXPORTER_OTLP_ENDPOINT environment variable, if set",
-    )
-    demo.add_argument(
-        "--otlp-protocol",
-        choices=["grpc", "http/protobuf"],
-        help="OTLP protocol (default: OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf)",
-    )
-    demo.add_argument(
-        "--duration",
-        type=_duration,
-        metavar="TIME",
-        help="with an OTLP endpoint: keep both deployments running side by side this long "
-        "(e.g. 2m), replaying the script, so that dashboard rate() and increase() panels fill; "
-        "the report shows the first round",
-    )
-    demo.add_argument(
-        "--html",
-        metavar="FILE",
-        help="also write a self-contained HTML report (latency distributions, requests saved "
-        "per turn, the waterfall of one cached turn)",
-    )
-    demo.add_argument(
-        "--api-key",
-        help="run against the real Supermemory API with this key (instead of the emulator)",
-    )
-    demo.add_argument(
-        "--base-url",
-        type=_http_url,
-        metavar="URL",
-        help="Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
-    )
-
-    demo.add_argument(
-        "--workers",
-        type=_positive_int,
-        metavar="N",
-        help="run the agent loop in N worker processes, local-only then with a shared tier on "
-        "Redis / Valkey, and compare upstream requests and wall time (emulator only)",
-    )
-    demo.add_argument(
-        "--redis-url",
-        type=_redis_url,
-        metavar="URL",
-        help="with --workers: the Redis / Valkey server of the shared tier (default: an embedded "
-        "valkey-server for the demo)",
-    )
-
-    demo.set_defaults(command_parser=demo)
-
-    serve = commands.add_parser(
-        "serve",
-        help="run the Supermemory API emulator in the foreground",
-        description="Run the Supermemory-compatible emulator until interrupted (Ctrl-C).",
-    )
-    serve.add_argument("--host", default="127.0.0.1", help="interface (default 127.0.0.1)")
-    serve.add_argument("--port", type=_port, default=8787, help="port (default 8787)")
-    serve.add_argument(
-        "--latency-ms", type=_latency, default=0.0, help="latency per request (default 0)"
-    )
-    serve.add_argument(
-        "--indexing-delay",
-        type=_indexing_delay,
-        default=0.0,
-        metavar="SECONDS",
-        help="seconds from a write until search, profile and the lists see it; documents "
-        "report queued, extracting, chunking, embedding, indexing, then done (default 0)",
-    )
-    serve.add_argument(
-        "--demo-data",
-        action="store_true",
-        help="seed the demo's memory set (API key sk-wm-demo, container tag user-alex)",
-    )
-    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-    serve.set_defaults(command_parser=serve)
+    for command in (_DEMO, _SERVE):
+        subparser = commands.add_parser(
+            command.name, help=command.help, description=command.description
+        )
+        for flag, keywords in command.options:
+            subparser.add_argument(flag, **keywords)
+        # main() reports a mistake with the usage of the command it belongs to.
+        subparser.set_defaults(command_parser=subparser)
     return parser
 
 
@@ -516,6 +550,28 @@ def _serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _demo_mistake(args: argparse.Namespace) -> str | None:
+    """The first pair of demo options that do not go together, as its usage error says it."""
+    if args.redis_url and args.workers is None:
+        return "--redis-url needs --workers"
+    if args.workers is not None:
+        given = [name for name in _NOT_WITH_WORKERS if getattr(args, name)]
+        if given:
+            option = "--" + given[0].replace("_", "-")
+            return f"--workers runs against the emulator; drop {option}"
+    elif args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
+        return "--base-url needs --api-key or SUPERMEMORY_API_KEY"
+    elif args.indexing_delay is not None and (args.api_key or args.base_url):
+        return "--indexing-delay is the emulator's; drop it with --api-key"
+    elif args.duration is not None and not _otlp_requested(args):
+        return (
+            "--duration keeps both deployments running for a dashboard to fill, so it "
+            "needs --otlp-endpoint URL (or OTEL_EXPORTER_OTLP_ENDPOINT); without one, "
+            "run the demo without --duration"
+        )
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``wm-middleware`` console script; returns the exit status.
 
@@ -528,23 +584,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         command_parser.error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         if args.command == "demo":
-            if args.redis_url and args.workers is None:
-                command_parser.error("--redis-url needs --workers")
-            if args.workers is not None:
-                given = [name for name in _NOT_WITH_WORKERS if getattr(args, name)]
-                if given:
-                    option = "--" + given[0].replace("_", "-")
-                    command_parser.error(f"--workers runs against the emulator; drop {option}")
-            elif args.base_url and not (args.api_key or os.environ.get("SUPERMEMORY_API_KEY")):
-                command_parser.error("--base-url needs --api-key or SUPERMEMORY_API_KEY")
-            elif args.indexing_delay is not None and (args.api_key or args.base_url):
-                command_parser.error("--indexing-delay is the emulator's; drop it with --api-key")
-            elif args.duration is not None and not _otlp_requested(args):
-                command_parser.error(
-                    "--duration keeps both deployments running for a dashboard to fill, so it "
-                    "needs --otlp-endpoint URL (or OTEL_EXPORTER_OTLP_ENDPOINT); without one, "
-                    "run the demo without --duration"
-                )
+            mistake = _demo_mistake(args)
+            if mistake is not None:
+                command_parser.error(mistake)
             return _demo(args)
         return _serve(args)
     except KeyboardInterrupt:

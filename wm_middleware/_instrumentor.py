@@ -1,4 +1,4 @@
-"""``instrument()``, ``uninstrument()``, ``wrap()`` and the OpenTelemetry instrumentor.
+"""``instrument()``, ``uninstrument()``, ``wrap()``, and the one instrumentation they drive.
 
 Every entry point resolves one :class:`~wm_middleware._settings.Settings` the same way (argument,
 then ``WM_MIDDLEWARE_*`` variable, then default). One table drives patching:
@@ -8,6 +8,13 @@ then ``WM_MIDDLEWARE_*`` variable, then default). One table drives patching:
 A second ``instrument()`` with other settings than the active ones re-instruments under the lock:
 the new settings take effect for every client, with a new working memory; an identical call
 changes nothing and logs nothing.
+
+Start-up cost. Until the application imports a client library, ``instrument()`` only resolves
+the settings, makes the working memory and registers post-import hooks: the runtime, with its
+telemetry (OpenTelemetry's API) and wrapt, is made when the first adapter loads. The
+``opentelemetry-instrument`` loader's :class:`~wm_middleware._loader.WorkingMemoryInstrumentor`
+drives the same :data:`INSTRUMENTATION`; only the loader and an application asking for that
+name import it, and with it OpenTelemetry's instrumentation package.
 """
 
 from __future__ import annotations
@@ -19,40 +26,30 @@ import logging
 import os
 import sys
 import threading
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, ParamSpec, TypeVar
-
-from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-defined]
-    BaseInstrumentor,
-)
-from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import TracerProvider
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from ._adapters import ADAPTERS, PatchTable
 from ._core import SharedTier, WorkingMemory
-from ._runtime import Runtime
 from ._settings import OPTIONS, Settings, shown
-from ._telemetry import Telemetry
-from .package import _instruments
 
-__all__ = ["WorkingMemoryInstrumentor", "instrument", "uninstrument", "wrap"]
+if TYPE_CHECKING:
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from ._runtime import Runtime
+
+__all__ = ["INSTRUMENTATION", "Instrumentation", "Request", "instrument", "uninstrument", "wrap"]
 
 logger = logging.getLogger("wm_middleware")
 
 P = ParamSpec("P")
 R = TypeVar("R")
 
-# Serialises instrument()/uninstrument() and the post-import hooks across threads:
-# BaseInstrumentor checks and sets its "instrumented" flag without a lock. Re-entrant because a
-# hook may fire inside ``instrument()`` (a library imported meanwhile).
-_LOCK = threading.RLock()
-
 _SETTING_NAMES = frozenset(option.field for option in OPTIONS)
 
 
-# The keywords the Runtime and the Telemetry of this version accept among those Settings feeds
-# them; a keyword they do not take yet is not passed.
 def _keyword_only(example: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Refuse options given by position with a message that says so (``example`` shows how)."""
 
@@ -103,6 +100,9 @@ def _runtime(
     tracer_provider: TracerProvider | None,
     meter_provider: MeterProvider | None,
 ) -> Runtime:
+    from ._runtime import Runtime
+    from ._telemetry import Telemetry
+
     telemetry = Telemetry(
         tracer_provider,
         meter_provider,
@@ -134,7 +134,7 @@ def _shown(value: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class _Request:
+class Request:
     """Everything one instrumentation is made of: two equal requests make the same one."""
 
     settings: Settings
@@ -143,7 +143,7 @@ class _Request:
     meter_provider: MeterProvider | None = None
 
     @classmethod
-    def of(cls, arguments: Mapping[str, Any]) -> _Request:
+    def of(cls, arguments: Mapping[str, Any]) -> Request:
         """Resolve ``arguments`` (settings and objects; other keys are ignored).
 
         Raises:
@@ -158,7 +158,7 @@ class _Request:
             settings, memory, arguments.get("tracer_provider"), arguments.get("meter_provider")
         )
 
-    def differences(self, active: _Request) -> list[str]:
+    def differences(self, active: Request) -> list[str]:
         """``name=new (was old)`` for what differs from ``active``."""
         changed = [
             f"{name}={_shown(new)} (was {_shown(old)})"
@@ -170,88 +170,74 @@ class _Request:
         return changed
 
 
-class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
-    """Routes Supermemory reads through a :class:`WorkingMemory`, with spans and metrics.
+class Instrumentation:
+    """The process's one instrumentation: what the active ``instrument()`` asked for and made.
 
-    A singleton, like every ``BaseInstrumentor``; ``instrument()`` and ``uninstrument()`` may be
-    called from any thread. Settings not passed to ``instrument()`` (the
-    ``opentelemetry-instrument`` loader passes none) come from the ``WM_MIDDLEWARE_*`` variables
-    (see ``docs/configuration.md``), else their defaults. A client library is patched when the
-    application imports it, not before. Under the loader, the memory in use is
-    ``WorkingMemoryInstrumentor().working_memory``; the application's own
-    :func:`wm_middleware.instrument` returns it too, re-instrumenting first if it passes other
-    settings.
+    ``lock`` serialises ``start``, ``stop`` and the post-import hooks across threads. It is
+    re-entrant because a hook may fire inside ``start`` (a library imported meanwhile). Every
+    field is written under it.
     """
 
-    runtime: Runtime | None = None
-    _table: PatchTable | None = None
-    _request: _Request | None = None
-
-    def instrumentation_dependencies(self) -> Collection[str]:
-        return _instruments
+    def __init__(self) -> None:
+        self.lock = threading.RLock()
+        self.request: Request | None = None  # None: not instrumented
+        self.memory: WorkingMemory[Any] | None = None
+        self._runtime: Runtime | None = None  # made on first need (see runtime())
+        self._table: PatchTable | None = None
 
     @property
-    def working_memory(self) -> WorkingMemory[Any] | None:
-        """The working memory in use while instrumented."""
-        return None if self.runtime is None else self.runtime.memory
+    def active(self) -> bool:
+        return self.request is not None
 
-    def instrument(self, **kwargs: Any) -> WorkingMemory[Any] | None:
-        """Instrument with ``kwargs`` completed from the environment; thread-safe.
+    def runtime(self) -> Runtime | None:
+        """The active runtime, made now if no adapter has needed it yet; ``None`` when inactive."""
+        with self.lock:
+            return None if self.request is None else self._made_runtime()
 
-        A bad value is logged as one error line naming the variable and the process runs
-        uninstrumented (every call goes upstream, uncached): raising here would make the
-        ``opentelemetry-instrument`` loader log two tracebacks and skip the instrumentors after
-        this one, without stopping the app. Other settings than the active ones re-instrument.
-        """
-        with _LOCK:
-            try:
-                request = _Request.of(kwargs)
-            except (TypeError, ValueError) as error:
-                logger.error("wm_middleware: not instrumented: %s", error)
-                return None
-            return self._start(request)
+    def _made_runtime(self) -> Runtime:
+        if self._runtime is None:
+            request, memory = self.request, self.memory
+            assert request is not None  # called while active
+            assert memory is not None
+            self._runtime = _runtime(
+                memory, request.settings, request.tracer_provider, request.meter_provider
+            )
+        return self._runtime
 
-    def uninstrument(self, **kwargs: Any) -> Any:
-        """Put every original back by identity and drop pending hooks; a no-op when not active."""
-        with _LOCK:
-            return super().uninstrument(**kwargs)
-
-    def _start(self, request: _Request) -> WorkingMemory[Any]:
+    def start(self, request: Request) -> WorkingMemory[Any]:
         """Instrument as ``request`` says, replacing an active instrumentation that differs."""
-        with _LOCK:
-            active = self._request
-            if self.is_instrumented_by_opentelemetry and active is not None:
-                if request == active and self.runtime is not None:
-                    return self.runtime.memory
+        with self.lock:
+            active = self.request
+            if active is not None and self.memory is not None:
+                if request == active:
+                    return self.memory
                 logger.info(
                     "wm_middleware: instrumenting again with %s; the previous working memory "
                     "is no longer used",
                     ", ".join(request.differences(active)),
                 )
-                super().uninstrument()
-            memory: WorkingMemory[Any] = super().instrument(skip_dep_check=True, request=request)
+                self.stop()
+            settings = request.settings
+            self.memory = memory = _memory(settings, request.working_memory)
+            self.request = request
+            self._table = table = PatchTable(self._made_runtime, self.lock)
+            table.apply(ADAPTERS, frozenset({"httpx"} if settings.httpx else ()))
+            logger.debug(
+                "wm_middleware: %d attribute(s) patched, waiting for the import of %s",
+                table.applied,
+                ", ".join(sorted(table.pending)) or "nothing",
+            )
             return memory
 
-    def _instrument(self, **kwargs: Any) -> WorkingMemory[Any]:
-        request: _Request = kwargs["request"]
-        settings = request.settings
-        memory = _memory(settings, request.working_memory)
-        self.runtime = _runtime(memory, settings, request.tracer_provider, request.meter_provider)
-        self._request = request
-        self._table = PatchTable(self.runtime, _LOCK)
-        self._table.apply(ADAPTERS, frozenset({"httpx"} if settings.httpx else ()))
-        logger.debug(
-            "wm_middleware: %d attribute(s) patched, waiting for the import of %s",
-            self._table.applied,
-            ", ".join(sorted(self._table.pending)) or "nothing",
-        )
-        return memory
+    def stop(self) -> None:
+        """Put every original back by identity and drop pending hooks; a no-op when inactive."""
+        with self.lock:
+            if self._table is not None:
+                self._table.revert()
+            self._table = self._runtime = self.request = self.memory = None
 
-    def _uninstrument(self, **kwargs: Any) -> None:
-        if self._table is not None:
-            self._table.revert()
-        self._table = self._request = None
-        self.runtime = None
+
+INSTRUMENTATION = Instrumentation()
 
 
 # The OTLP endpoint an instrument() call configured: the global providers are set once.
@@ -341,16 +327,16 @@ def instrument(
             redis-py (the ``redis`` extra).
     """
     arguments = dict(locals())
-    with _LOCK:  # one instrument() or uninstrument() at a time
-        request = _Request.of(arguments)
+    with INSTRUMENTATION.lock:  # one instrument() or uninstrument() at a time
+        request = Request.of(arguments)
         _configure_otlp(otlp_endpoint)
-        return WorkingMemoryInstrumentor()._start(request)
+        return INSTRUMENTATION.start(request)
 
 
 def uninstrument() -> None:
     """Undo :func:`instrument`: every patched attribute gets its original back (by identity), and
     a library not imported yet will not be patched when it is."""
-    WorkingMemoryInstrumentor().uninstrument()
+    INSTRUMENTATION.stop()
 
 
 def _no_adapter_for(client: object) -> TypeError:
@@ -404,7 +390,7 @@ def wrap(
     if isinstance(client, type):
         raise _no_adapter_for(client)
     arguments = dict(locals(), httpx=False)  # WM_MIDDLEWARE_HTTPX is instrument()'s alone
-    request = _Request.of(arguments)
+    request = Request.of(arguments)
     memory = _memory(request.settings, request.working_memory)
     runtime = _runtime(memory, request.settings, tracer_provider, meter_provider)
     for adapter in ADAPTERS:

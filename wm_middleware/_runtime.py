@@ -22,8 +22,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from opentelemetry.instrumentation.utils import is_instrumentation_enabled
-
 from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
 from ._freshness import Follow, Freshness
 from ._telemetry import ReadObservation, Telemetry
@@ -33,6 +31,24 @@ __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 T = TypeVar("T")
 
 _HANDLING: ContextVar[bool] = ContextVar("wm_middleware_handling", default=False)
+
+
+_enabled_check: Callable[[], bool] | None = None
+
+
+def is_instrumentation_enabled() -> bool:
+    """False inside OpenTelemetry's ``suppress_instrumentation()``.
+
+    OpenTelemetry's own check, imported at the first call: importing
+    ``opentelemetry.instrumentation`` loads the propagators' entry points, which would cost an
+    application's start-up tens of milliseconds.
+    """
+    global _enabled_check
+    if _enabled_check is None:
+        from opentelemetry.instrumentation.utils import is_instrumentation_enabled as check
+
+        _enabled_check = check
+    return _enabled_check()
 
 
 def handled_outside() -> bool:
@@ -172,8 +188,9 @@ class Runtime:
 
     # -- reads ---------------------------------------------------------------------------------
     # ``read`` and ``aread`` are thin shells over the same decisions: ``_route`` (pass through,
-    # bypass or cache), ``WorkingMemory.lookup``, then ``load`` / ``aload``. Telemetry is entered
-    # once: the read's observation begins with the read and is finished once with its outcome.
+    # bypass or cache), ``_look_up`` (the lock-free lookup, and a hit), then ``load`` / ``aload``
+    # with what ``_loading`` gives. Telemetry is entered once: the read's observation begins with
+    # the read and is finished once with its outcome.
     def read(self, read: Read, fetch: Callable[[], T]) -> T:
         """Serve ``read`` from the cache, or run ``fetch`` once for every concurrent caller."""
         route = self._route()
@@ -181,31 +198,16 @@ class Runtime:
             return fetch()
         if route is _BYPASS:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count, read)
-        observation = self.telemetry.begin_read(read)
-        memory = self.memory
-        if self._refreshes:
-            stored = memory.lookup(read.key, _encoded(read, fetch), codec=read.share)
-        else:
-            stored = memory.lookup(read.key)  # the hit path: nothing built for a miss
-        if stored is not MISSING:
-            value = read.decode(stored)
-            observation.settling = self.freshness.settling(read.scopes)
-            observation.hit(value)
+        refresh = _encoded(read, fetch) if self._refreshes else None  # a hit builds nothing
+        observation, value = self._look_up(read, refresh, is_async=False)
+        if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        ttl = self._settle_ttl(observation, read)
-        try:
-            loaded = memory.load(
+        with _failing(observation):
+            loaded = self.memory.load(
                 read.key,
                 observation.fetching(_encoded(read, fetch)),
-                ttl=ttl,
-                scopes=read.scopes,
-                info=observation,
-                codec=read.share,
-                flight=read.flight,
+                **self._loading(observation, read),
             )
-        except BaseException as error:
-            observation.fail(error)
-            raise
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
@@ -217,34 +219,41 @@ class Runtime:
             return await self.abypass(
                 read.operation, read.server, fetch, read.query, read.count, read
             )
-        observation = self.telemetry.begin_read(read)
-        memory = self.memory
-        if self._refreshes:
-            stored = memory.lookup(
-                read.key, _aencoded(read, fetch), is_async=True, codec=read.share
-            )
-        else:
-            stored = memory.lookup(read.key)
-        if stored is not MISSING:
-            value = read.decode(stored)
-            observation.settling = self.freshness.settling(read.scopes)
-            observation.hit(value)
+        refresh = _aencoded(read, fetch) if self._refreshes else None
+        observation, value = self._look_up(read, refresh, is_async=True)
+        if value is not MISSING:
             return value  # type: ignore[no-any-return]
-        ttl = self._settle_ttl(observation, read)
-        try:
-            loaded = await memory.aload(
+        with _failing(observation):
+            loaded = await self.memory.aload(
                 read.key,
                 observation.afetching(_aencoded(read, fetch)),
-                ttl=ttl,
-                scopes=read.scopes,
-                info=observation,
-                codec=read.share,
-                flight=read.flight,
+                **self._loading(observation, read),
             )
-        except BaseException as error:
-            observation.fail(error)
-            raise
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+
+    def _look_up(
+        self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
+    ) -> tuple[ReadObservation, Any]:
+        """The read's observation, and its value when the memory holds it (the hit finishes the
+        observation), else ``MISSING``. ``refresh`` is the fetch of a background refresh."""
+        observation = self.telemetry.begin_read(read)
+        stored = self.memory.lookup(read.key, refresh, is_async=is_async, codec=read.share)
+        if stored is MISSING:
+            return observation, MISSING
+        value = read.decode(stored)
+        observation.settling = self.freshness.settling(read.scopes)
+        observation.hit(value)
+        return observation, value
+
+    def _loading(self, observation: ReadObservation, read: Read) -> dict[str, Any]:
+        """What a miss passes to ``load`` / ``aload`` besides its key and fetch."""
+        return {
+            "ttl": self._settle_ttl(observation, read),
+            "scopes": read.scopes,
+            "info": observation,
+            "codec": read.share,
+            "flight": read.flight,
+        }
 
     def _route(self) -> object:
         """How a read goes: through an outer layer, uncached (observed), or through the cache."""
@@ -372,6 +381,16 @@ class Runtime:
         finally:
             _HANDLING.reset(token)
             observation.finish(self.memory.invalidate_scope(*write.scopes), error)
+
+
+@contextmanager
+def _failing(observation: ReadObservation) -> Iterator[None]:
+    """Finish ``observation`` with the error a miss's load raises, and raise it."""
+    try:
+        yield
+    except BaseException as error:
+        observation.fail(error)
+        raise
 
 
 def _described(

@@ -44,6 +44,7 @@ __all__ = [
     "TTL",
     "Option",
     "Settings",
+    "ValueKind",
     "shown",
     "table",
 ]
@@ -175,16 +176,49 @@ def _parse_text(raw: str, name: str) -> str:
 
 
 @dataclass(frozen=True, slots=True)
+class ValueKind:
+    """A kind of value: the values it takes, its check and its parser of a variable's text."""
+
+    rule: str  # for the table
+    check: Callable[[object, str], Any]  # of an argument, or of a variable once parsed
+    parse: Callable[[str, str], Any]
+
+
+_BOOLEAN: Final = ValueKind("true or false", _boolean, _parse_boolean)
+_COUNT: Final = ValueKind("an integer >= 1", _count, _parse_number(int, "an integer >= 1"))
+_SECONDS: Final = ValueKind(
+    "seconds > 0", _seconds, _parse_number(float, "a number of seconds > 0")
+)
+_TIER: Final = ValueKind("a redis://, rediss:// or unix:// URL", _tier, _parse_text)
+_NAME: Final = ValueKind("a name", _name, _parse_text)
+
+
+@dataclass(frozen=True, slots=True)
 class Option:
-    """One setting: its field (and argument), its variable, default, rule and meaning."""
+    """One setting: its field (and argument), its variable, default, kind of value and meaning.
+
+    ``bound``: what the setting's rule adds to its kind's (checked with the other settings).
+    """
 
     field: str
     variable: str
     default: Any
-    rule: str  # the values it takes, for the table and the error messages
+    kind: ValueKind
     meaning: str
-    check: Callable[[object, str], Any]
-    parse: Callable[[str, str], Any]
+    bound: str | None = None
+
+    @property
+    def rule(self) -> str:
+        """The values it takes, for the table."""
+        return self.kind.rule if self.bound is None else f"{self.kind.rule}, {self.bound}"
+
+    @property
+    def check(self) -> Callable[[object, str], Any]:
+        return self.kind.check
+
+    @property
+    def parse(self) -> Callable[[str, str], Any]:
+        return self.kind.parse
 
     def value(self, argument: object, environ: Mapping[str, str]) -> Any:
         """The argument if not ``None``, else the variable if set and not blank, else default."""
@@ -199,46 +233,33 @@ class Option:
             raise ValueError(str(error)) from None
 
 
-_SECONDS = _parse_number(float, "a number of seconds > 0")
-
 # fmt: off
 OPTIONS: Final[tuple[Option, ...]] = (
-    Option("cache", CACHE, True, "true or false",
-           "false observes without caching: every read goes upstream, recorded as bypass",
-           _boolean, _parse_boolean),
-    Option("max_entries", MAX_ENTRIES, 100, "an integer >= 1",
-           "answers the working memory keeps (least recently used goes first)",
-           _count, _parse_number(int, "an integer >= 1")),
-    Option("ttl", TTL, 60.0, "seconds > 0",
-           "how long an answer is served from the working memory",
-           _seconds, _SECONDS),
-    Option("refresh_after", REFRESH_AFTER, None, "seconds > 0, below ttl",
-           "a hit older than this is served and refreshed in the background",
-           _seconds, _SECONDS),
-    Option("shared", SHARED_URL, None, "a redis://, rediss:// or unix:// URL",
-           "a shared tier (RedisTier) for every process configured with it; the redis extra",
-           _tier, _parse_text),
-    Option("store_id", STORE_ID, None, "a name",
+    Option("cache", CACHE, True, _BOOLEAN,
+           "false observes without caching: every read goes upstream, recorded as bypass"),
+    Option("max_entries", MAX_ENTRIES, 100, _COUNT,
+           "answers the working memory keeps (least recently used goes first)"),
+    Option("ttl", TTL, 60.0, _SECONDS, "how long an answer is served from the working memory"),
+    Option("refresh_after", REFRESH_AFTER, None, _SECONDS,
+           "a hit older than this is served and refreshed in the background", "below ttl"),
+    Option("shared", SHARED_URL, None, _TIER,
+           "a shared tier (RedisTier) for every process configured with it; the redis extra"),
+    Option("store_id", STORE_ID, None, _NAME,
            "gen_ai.memory.store.id on every span (unset: supermemory); names the store, "
-           "never a user", _name, _parse_text),
-    Option("freshness", FRESHNESS, True, "true or false",
-           "after a write, reads of what it changed wait for it to be indexed",
-           _boolean, _parse_boolean),
-    Option("settle_interval", SETTLE_INTERVAL, 1.0, "seconds > 0",
-           "seconds between two status checks of a pending write",
-           _seconds, _SECONDS),
-    Option("settle_max", SETTLE_MAX, 60.0, "seconds > 0, at least settle_interval",
+           "never a user"),
+    Option("freshness", FRESHNESS, True, _BOOLEAN,
+           "after a write, reads of what it changed wait for it to be indexed"),
+    Option("settle_interval", SETTLE_INTERVAL, 1.0, _SECONDS,
+           "seconds between two status checks of a pending write"),
+    Option("settle_max", SETTLE_MAX, 60.0, _SECONDS,
            "the longest a pending write is waited for (the settle window)",
-           _seconds, _SECONDS),
-    Option("openinference", OPENINFERENCE, False, "true or false",
-           "also set OpenInference attributes on spans",
-           _boolean, _parse_boolean),
-    Option("trace_hits", TRACE_HITS, True, "true or false",
-           "a span per cache hit (false: hits are counted in metrics only)",
-           _boolean, _parse_boolean),
-    Option("httpx", HTTPX, False, "true or false",
-           "instrument() also caches plain httpx clients calling the API paths",
-           _boolean, _parse_boolean),
+           "at least settle_interval"),
+    Option("openinference", OPENINFERENCE, False, _BOOLEAN,
+           "also set OpenInference attributes on spans"),
+    Option("trace_hits", TRACE_HITS, True, _BOOLEAN,
+           "a span per cache hit (false: hits are counted in metrics only)"),
+    Option("httpx", HTTPX, False, _BOOLEAN,
+           "instrument() also caches plain httpx clients calling the API paths"),
 )
 # fmt: on
 

@@ -1,4 +1,4 @@
-"""The interception tests' SDK-generation fixtures, for the configuration tests (the emulator
-fixtures are in tests/conftest.py)."""
+"""The interception tests' SDK-generation fixture, for the configuration tests (the emulator
+fixtures and ``mode`` are in tests/conftest.py)."""
 
-from tests.interception.conftest import generation, mode  # noqa: F401  (fixtures)
+from tests.interception.conftest import generation  # noqa: F401  (a fixture)

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -22,7 +18,8 @@ from wm_middleware import WorkingMemory, WorkingMemoryInstrumentor
 from wm_middleware._settings import OPTIONS
 from wm_middleware.emulator import EmulatorServer
 
-from ..interception.conftest import Generation, done
+from ..conftest import SEARCH_TWICE, done, opentelemetry_instrument, python
+from ..interception.conftest import Generation
 
 
 @pytest.fixture
@@ -106,14 +103,9 @@ import wm_middleware
 from wm_middleware import WorkingMemoryInstrumentor
 loaded = WorkingMemoryInstrumentor().working_memory
 memory = wm_middleware.instrument(ttl=5.0, max_entries=1000)
-client = supermemory.Supermemory(api_key="sk-env", base_url=sys.argv[1], max_retries=0)
-search = (
-    (lambda: client.search.memories(q="tea", container_tag="user-1"))
-    if supermemory.__version__.startswith("3.")
-    else (lambda: client.search("user-1", query="tea"))
-)
-search()
-search()
+"""
+_APP += SEARCH_TWICE  # the app's own settings, then its reads
+_APP += """
 print(json.dumps({
     "loaded": [loaded.ttl, loaded.max_entries] if loaded is not None else None,
     "memory": [memory.ttl, memory.max_entries],
@@ -126,24 +118,8 @@ print(json.dumps({
 def test_under_opentelemetry_instrument_the_apps_own_settings_take_effect(
     emulator: EmulatorServer, generation: Generation
 ) -> None:
-    loader = Path(sys.executable).with_name("opentelemetry-instrument")
-    if not loader.exists():
-        pytest.skip("opentelemetry-instrument is not installed")
     generation.seed(emulator)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "WM_MIDDLEWARE_"))}
-    env |= {
-        "OTEL_TRACES_EXPORTER": "none",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_LOGS_EXPORTER": "none",
-    }
-    run = subprocess.run(
-        [str(loader), sys.executable, "-c", _APP, emulator.base_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert run.returncode == 0, run.stderr
+    run = opentelemetry_instrument(_APP, emulator.base_url)
     found = json.loads(run.stdout.strip().splitlines()[-1])
     assert found == {"loaded": [60.0, 100], "memory": [5.0, 1000], "current": True, "hits": 1}
     assert generation.searches(emulator) == 1
@@ -190,9 +166,7 @@ def test_help_and_dir_show_the_lazily_loaded_names_without_importing_them() -> N
         "print(listed, eager, all(name in text for name in names),"
         " 'WorkingMemoryInstrumentor().working_memory' in text)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
+    run = python(code)
     assert run.stdout.split() == ["True", "False", "True", "True"]
 
 
@@ -203,7 +177,5 @@ def test_help_works_without_the_optional_extras() -> None:
         "text = pydoc.render_doc(wm_middleware, renderer=pydoc.plaintext)\n"
         "print('RedisTier' in text)\n"
     )
-    run = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
+    run = python(code)
     assert run.stdout.split() == ["True"]  # named by the docstring

@@ -1,25 +1,49 @@
 """``instrument()`` imports no client library: each is patched when the application imports it.
 
-Every case runs in a fresh interpreter, the only place where "not imported yet" is true, against
-the emulator of this process on loopback.
+Every case of ``instrument()`` runs in a fresh interpreter, the only place where "not imported
+yet" is true, against the emulator of this process on loopback. The post-import hooks that
+patch a library on its import are checked in this process, each on a module of its own.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
+import logging
 import os
 import subprocess
 import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 
+from wm_middleware._adapters import import_hooks
 from wm_middleware.emulator import EmulatorServer
 
 from ..interception.conftest import Generation
 
 CLIENT_LIBRARIES = ("supermemory", "supermemory_openai", "openai")
+# What instrument() leaves for the first client library's import to load: the HTTP stack, wrapt,
+# OpenTelemetry (the API and the instrumentation package, whose BaseInstrumentor only the
+# opentelemetry-instrument loader needs), asyncio, and the modules that need them.
+HEAVY = (
+    *CLIENT_LIBRARIES,
+    "httpx",
+    "wrapt",
+    "asyncio",
+    "opentelemetry.trace",
+    "opentelemetry.metrics",
+    "opentelemetry.instrumentation",
+    "importlib.metadata",
+    "wm_middleware._runtime",
+    "wm_middleware._telemetry",
+    "wm_middleware._loader",
+)
 
 _SEARCH = """
 import supermemory
@@ -47,39 +71,57 @@ def _run(code: str, *args: str) -> dict[str, Any]:
     return result
 
 
-def test_instrument_imports_no_client_library() -> None:
-    found = _run(
-        "import wm_middleware\n"
-        "wm_middleware.instrument()\n"
-        f"names = {CLIENT_LIBRARIES!r}\n"
-        "print(json.dumps({'imported': sorted(m for m in names if m in sys.modules)}))\n"
-    )
-    assert found == {"imported": []}
+TwoSearches = Callable[[str, str], tuple[dict[str, Any], int]]
 
 
-def test_a_library_imported_after_instrument_is_patched_and_caches(
-    emulator: EmulatorServer, generation: Generation
-) -> None:
+@pytest.fixture
+def two_searches(emulator: EmulatorServer, generation: Generation) -> TwoSearches:
+    """``two_searches(before, after)``: what a fresh interpreter prints running ``before``, two
+    identical searches (imports of the SDK included) and ``after``; and the searches the seeded
+    emulator received."""
     generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
+
+    def run(before: str, after: str) -> tuple[dict[str, Any], int]:
+        found = _run("import wm_middleware\n" + before + _SEARCH + after, emulator.base_url)
+        return found, generation.searches(emulator)
+
+    return run
+
+
+def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patched(
+    two_searches: TwoSearches,
+) -> None:
+    found = two_searches(
         "memory = wm_middleware.instrument()\n"
-        "before = 'supermemory' in sys.modules\n" + _SEARCH + "stats = memory.stats()\n"
+        f"before = sorted(m for m in {HEAVY!r} if m in sys.modules)\n",
+        "stats = memory.stats()\n"
         "print(json.dumps({'before': before, 'hits': stats.hits, 'misses': stats.misses}))\n",
-        emulator.base_url,
     )
-    assert found == {"before": False, "hits": 1, "misses": 1}
-    assert generation.searches(emulator) == 1
+    assert found == ({"before": [], "hits": 1, "misses": 1}, 1)
+
+
+def test_the_suppression_check_is_imported_at_the_first_read_not_with_the_library(
+    two_searches: TwoSearches,
+) -> None:
+    # opentelemetry.instrumentation loads the propagators' entry points: an application that
+    # imports the SDK at start-up does not pay for it until its first read.
+    found = two_searches(
+        "memory = wm_middleware.instrument()\n"
+        "import supermemory\n"
+        "with_the_library = 'opentelemetry.instrumentation' in sys.modules\n",
+        "after_a_read = 'opentelemetry.instrumentation' in sys.modules\n"
+        "print(json.dumps({'import': with_the_library, 'read': after_a_read,"
+        " 'hits': memory.stats().hits}))\n",
+    )
+    assert found == ({"import": False, "read": True, "hits": 1}, 1)
 
 
 def test_uninstrument_before_the_import_leaves_the_library_unpatched(
-    emulator: EmulatorServer, generation: Generation
+    two_searches: TwoSearches,
 ) -> None:
-    generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
-        "memory = wm_middleware.instrument()\n"
-        "wm_middleware.uninstrument()\n" + _SEARCH + "import wrapt\n"
+    found = two_searches(
+        "memory = wm_middleware.instrument()\nwm_middleware.uninstrument()\n",
+        "import wrapt\n"
         "patched = [\n"
         "    name for name, value in vars(supermemory).items()\n"
         "    if isinstance(value, type)\n"
@@ -87,26 +129,18 @@ def test_uninstrument_before_the_import_leaves_the_library_unpatched(
         "    if isinstance(attribute, wrapt.FunctionWrapper)\n"
         "]\n"
         "print(json.dumps({'lookups': memory.stats().lookups, 'patched': patched}))\n",
-        emulator.base_url,
     )
-    assert found == {"lookups": 0, "patched": []}
-    assert generation.searches(emulator) == 2
+    assert found == ({"lookups": 0, "patched": []}, 2)
 
 
-def test_instrument_again_before_the_import_patches_once(
-    emulator: EmulatorServer, generation: Generation
-) -> None:
-    generation.seed(emulator)
-    found = _run(
-        "import wm_middleware\n"
+def test_instrument_again_before_the_import_patches_once(two_searches: TwoSearches) -> None:
+    found = two_searches(
         "wm_middleware.instrument()\n"
         "wm_middleware.uninstrument()\n"
-        "memory = wm_middleware.instrument(ttl=30.0)\n" + _SEARCH + "stats = memory.stats()\n"
-        "print(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
-        emulator.base_url,
+        "memory = wm_middleware.instrument(ttl=30.0)\n",
+        "stats = memory.stats()\nprint(json.dumps({'hits': stats.hits, 'misses': stats.misses}))\n",
     )
-    assert found == {"hits": 1, "misses": 1}
-    assert generation.searches(emulator) == 1
+    assert found == ({"hits": 1, "misses": 1}, 1)
 
 
 @pytest.mark.skipif(
@@ -125,3 +159,85 @@ def test_the_openai_middleware_is_patched_when_the_application_imports_it() -> N
         "print(json.dumps({'before': before, 'patched': patched, 'after': after}))\n"
     )
     assert found == {"before": [], "patched": True, "after": False}
+
+
+# -- the post-import hooks themselves (in this process: each case imports a module of its own) --
+@pytest.fixture
+def new_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[str], str]]:
+    """Write a module nobody has imported yet; its name is unique to the test."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    names: list[str] = []
+
+    def write(source: str) -> str:
+        name = f"wm_hooked_{uuid.uuid4().hex}"
+        (tmp_path / f"{name}.py").write_text(source, encoding="utf-8")
+        names.append(name)
+        return name
+
+    yield write
+    for name in names:
+        sys.modules.pop(name, None)
+
+
+def test_a_hook_runs_once_after_the_module_ran_and_the_module_sees_its_own_loader(
+    new_module: Callable[[str], str],
+) -> None:
+    name = new_module("loader = type(__loader__).__name__  # while the module runs\n")
+    seen: list[str] = []
+    import_hooks.when_imported(name, lambda module: seen.append(module.loader))
+    module = importlib.import_module(name)
+    importlib.reload(module)
+    assert seen == ["SourceFileLoader"]
+    assert type(module.__loader__).__name__ == "SourceFileLoader"
+    assert type(module.__spec__.loader).__name__ == "SourceFileLoader"
+
+
+def test_a_hook_for_an_imported_module_runs_at_once() -> None:
+    seen: list[str] = []
+    import_hooks.when_imported("json", lambda module: seen.append(module.__name__))
+    assert seen == ["json"]
+
+
+def test_a_discarded_hook_never_runs(new_module: Callable[[str], str]) -> None:
+    name = new_module("")
+    seen: list[str] = []
+
+    def hook(module: ModuleType) -> None:
+        seen.append(module.__name__)
+
+    import_hooks.when_imported(name, hook)
+    import_hooks.discard(name, hook)
+    importlib.import_module(name)
+    assert seen == []
+
+
+def test_a_failed_import_runs_no_hook_and_the_next_successful_one_does(
+    new_module: Callable[[str], str], tmp_path: Path
+) -> None:
+    name = new_module("raise RuntimeError('not yet')\n")
+    seen: list[str] = []
+    import_hooks.when_imported(name, lambda module: seen.append(module.__name__))
+    with pytest.raises(RuntimeError, match="not yet"):
+        importlib.import_module(name)
+    assert seen == []
+    (tmp_path / f"{name}.py").write_text("", encoding="utf-8")
+    importlib.invalidate_caches()
+    sys.modules.pop(name, None)
+    importlib.import_module(name)
+    assert seen == [name]
+
+
+def test_a_hook_that_raises_is_logged_and_the_import_succeeds(
+    new_module: Callable[[str], str], caplog: pytest.LogCaptureFixture
+) -> None:
+    name = new_module("value = 1\n")
+
+    def hook(module: ModuleType) -> None:
+        raise ValueError("broken hook")
+
+    import_hooks.when_imported(name, hook)
+    with caplog.at_level(logging.WARNING, logger="wm_middleware"):
+        assert importlib.import_module(name).value == 1
+    (record,) = [r for r in caplog.records if r.name == "wm_middleware"]
+    assert name in record.getMessage()
+    assert record.exc_info is not None

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 from typing import Any
 
 import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import wait_for
+from .conftest import Held, running, wait_for
 
 
 def results() -> dict[str, Any]:
@@ -67,20 +66,11 @@ def test_with_copy_set_get_and_load_copy_too() -> None:
 
 def test_with_copy_callers_sharing_one_fetch_each_get_their_own_object() -> None:
     wm: WorkingMemory[Any] = WorkingMemory(copy=True)
-    release = threading.Event()
-
-    def fetch() -> dict[str, Any]:
-        release.wait(timeout=30)
-        return results()
-
+    fetch = Held(results())
     got: list[dict[str, Any]] = []
-    threads = [threading.Thread(target=lambda: got.append(wm.search("q", fetch))) for _ in range(3)]
-    for thread in threads:
-        thread.start()
-    wait_for(lambda: wm.stats().lookups == 3, "callers never joined")
-    release.set()
-    for thread in threads:
-        thread.join(timeout=30)
+    with running(*[lambda: got.append(wm.search("q", fetch))] * 3):
+        wait_for(lambda: wm.stats().lookups == 3, "callers never joined")
+        fetch.release()
     assert wm.stats().coalesced == 2
     assert len({id(value) for value in got}) == 3
     got[0]["results"].clear()

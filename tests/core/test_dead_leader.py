@@ -9,7 +9,8 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock, wait_for
+from ..conftest import FakeClock
+from .conftest import wait_for
 
 
 def stranded(wm: WorkingMemory[str]) -> asyncio.AbstractEventLoop:
@@ -75,10 +76,7 @@ def test_a_waiter_already_blocked_notices_the_leader_died(waiter: str) -> None:
 
     thread = threading.Thread(target=wait)
     thread.start()
-    for _ in range(10_000):
-        if wm.stats().coalesced == 1:
-            break
-        threading.Event().wait(0.001)
+    wait_for(lambda: wm.stats().coalesced == 1, "the second caller never joined")
     assert wm.stats().coalesced == 1  # it joined the flight that is about to die
     loop.close()
     thread.join(timeout=30)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 def test_per_call_ttl_overrides_the_default(clock: FakeClock) -> None:

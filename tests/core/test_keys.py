@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import asyncio
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 
 def test_second_lookup_hits(clock: FakeClock) -> None:

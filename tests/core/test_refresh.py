@@ -3,30 +3,21 @@
 from __future__ import annotations
 
 import asyncio
-import threading
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock, wait_for
+from ..conftest import FakeClock, until
+from .conftest import Held, old_entry, wait_for
 
 
 def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
-    release = threading.Event()
-    refreshes: list[str] = []
-
-    def refresh() -> str:
-        refreshes.append(threading.current_thread().name)
-        release.wait(timeout=30)
-        return "v2"
-
-    clock.advance(11.0)
+    wm = old_entry(clock)
+    refresh = Held("v2")
     assert [wm.search("q", refresh) for _ in range(5)] == ["v1"] * 5
-    wait_for(lambda: refreshes, "no refresh started")
-    release.set()
+    wait_for(lambda: refresh.calls, "no refresh started")
+    refresh.release()
     wait_for(lambda: wm.stats().inflight == 0, "refresh never ended")
-    assert refreshes == ["wm-refresh"]  # exactly one, on a worker thread
+    assert refresh.threads == ["wm-refresh"]  # exactly one, on a worker thread
     assert wm.search("q", refresh) == "v2"
     assert wm.stats().hits == 6
 
@@ -84,19 +75,12 @@ async def test_an_async_refresh_runs_as_a_task_on_the_callers_loop(clock: FakeCl
 
 
 def test_invalidate_during_a_refresh_wins(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
-    release = threading.Event()
-
-    def refresh() -> str:
-        release.wait(timeout=30)
-        return "stale-v2"
-
-    clock.advance(11.0)
+    wm = old_entry(clock)
+    refresh = Held("stale-v2")
     wm.search("q", refresh)
     wait_for(lambda: wm.stats().inflight == 1, "no refresh")
     wm.invalidate("q")
-    release.set()
+    refresh.release()
     wait_for(lambda: not wm.refreshing, "refresh never ended")
     assert not wm.has("q")
 
@@ -122,31 +106,19 @@ async def test_an_async_refresh_keeps_the_per_call_ttl(clock: FakeClock) -> None
     await wm.asearch("q", lambda: value("v1"), ttl=100.0, limit=1)
     clock.advance(11.0)
     assert await wm.asearch("q", lambda: value("v2"), limit=1) == "v1"
-    for _ in range(10_000):
-        if not wm.refreshing:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: not wm.refreshing)
     clock.advance(70.0)
     assert wm.get("q", limit=1) == "v2"
 
 
 def test_one_refresher_at_a_time_serves_the_old_value_meanwhile(clock: FakeClock) -> None:
     # Caffeine's refreshAfterWrite: one refresh per key, the old value is served until it lands.
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
-    release = threading.Event()
-    calls: list[int] = []
-
-    def refresh() -> str:
-        calls.append(1)
-        release.wait(timeout=30)
-        return "v2"
-
-    clock.advance(11.0)
+    wm = old_entry(clock)
+    refresh = Held("v2")
     for _ in range(3):
         assert wm.search("q", refresh) == "v1"
         clock.advance(1.0)
-    release.set()
+    refresh.release()
     wait_for(lambda: not wm.refreshing, "refresh never ended")
-    assert calls == [1]
+    assert refresh.calls == 1
     assert wm.search("q", refresh) == "v2"

@@ -8,8 +8,9 @@ seam ever changes a fetch's error.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import threading
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from typing import Any
 
 import pytest
@@ -24,6 +25,9 @@ from wm_middleware._core import (
     TierResult,
     make_key,
 )
+
+from ..conftest import until
+from .conftest import wait_for
 
 
 class LocalTier:
@@ -70,30 +74,27 @@ class LocalTier:
             self.stored[key] = shared
         return TierResult(value, "fetched", self.keep_local)
 
-    def load(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        ttl: float,
-        fetch: Callable[[], Any],
-        codec: SharedCodec | None = None,
-    ) -> TierResult:
-        self.calls.append(("load", key, scopes, ttl))
-        self.release.wait(timeout=30)
-        return self._answer(key, codec) or self._fetched(key, fetch(), codec)
+    def _record_load(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Record a load; return its arguments by name, bound by the signature of ``method``
+        (``SharedTier.load`` or ``aload``): the stand-in takes exactly what the protocol says."""
+        bound = inspect.signature(method).bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        call = bound.arguments
+        self.calls.append(("load", call["key"], call["scopes"], call["ttl"]))
+        return call
 
-    async def aload(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        ttl: float,
-        fetch: Callable[[], Awaitable[Any]],
-        codec: SharedCodec | None = None,
-    ) -> TierResult:
-        self.calls.append(("load", key, scopes, ttl))
+    def load(self, *args: Any, **kwargs: Any) -> TierResult:
+        call = self._record_load(SharedTier.load, *args, **kwargs)
+        self.release.wait(timeout=30)
+        key, codec = call["key"], call["codec"]
+        return self._answer(key, codec) or self._fetched(key, call["fetch"](), codec)
+
+    async def aload(self, *args: Any, **kwargs: Any) -> TierResult:
+        call = self._record_load(SharedTier.aload, *args, **kwargs)
         while not self.release.is_set():  # noqa: ASYNC110 - released from another thread
             await asyncio.sleep(0.001)
-        return self._answer(key, codec) or self._fetched(key, await fetch(), codec)
+        key, codec = call["key"], call["codec"]
+        return self._answer(key, codec) or self._fetched(key, await call["fetch"](), codec)
 
     def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:
         keys, scopes = tuple(keys), tuple(scopes)
@@ -243,10 +244,7 @@ def test_local_followers_share_the_leaders_one_tier_call(tier: LocalTier) -> Non
     ]
     for thread in threads:
         thread.start()
-    for _ in range(10_000):
-        if wm.stats().coalesced == 7:
-            break
-        threading.Event().wait(0.001)
+    wait_for(lambda: wm.stats().coalesced == 7, "the waiters never joined")
     tier.release.set()
     for thread in threads:
         thread.join(timeout=30)
@@ -265,10 +263,7 @@ async def test_async_followers_share_the_leaders_one_tier_call(tier: LocalTier) 
         return "fetched"
 
     callers = [asyncio.create_task(wm.asearch("q", fetch)) for _ in range(50)]
-    for _ in range(10_000):
-        if wm.stats().coalesced == 49:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: wm.stats().coalesced == 49)
     tier.release.set()
     assert await asyncio.gather(*callers) == ["shared"] * 50
     stats = wm.stats()
@@ -367,10 +362,7 @@ def test_drop_local_drops_and_detaches_without_calling_the_tier(tier: LocalTier)
         target=lambda: result.append(wm.load("k2", lambda: "old", scopes=("tenant",)).value)
     )
     leader.start()
-    for _ in range(10_000):
-        if wm.stats().inflight == 1:
-            break
-        threading.Event().wait(0.001)
+    wait_for(lambda: wm.stats().inflight == 1, "no flight started")
     wm.drop_local(scopes=("tenant",))
     tier.release.set()
     leader.join(timeout=30)

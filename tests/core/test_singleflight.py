@@ -10,6 +10,7 @@ import pytest
 from wm_middleware import WorkingMemory
 
 from ..conftest import until
+from .conftest import Held, raising_into, running, wait_for
 
 
 class Upstream:
@@ -52,32 +53,19 @@ async def test_a_thousand_concurrent_callers_share_one_fetch() -> None:
 
 def test_eight_threads_share_one_fetch() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    calls = 0
+    fetch = Held("shared")
     gate = threading.Barrier(8)
-    release = threading.Event()
-
-    def fetch() -> str:
-        nonlocal calls
-        calls += 1
-        release.wait(timeout=30)
-        return "shared"
-
     results: list[str] = []
 
     def caller() -> None:
         gate.wait(timeout=30)
         results.append(wm.search("q", fetch))
 
-    threads = [threading.Thread(target=caller) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    while wm.stats().lookups < 8:
-        threading.Event().wait(0.001)
-    release.set()
-    for thread in threads:
-        thread.join(timeout=30)
+    with running(*[caller] * 8):
+        wait_for(lambda: wm.stats().lookups == 8, "the callers never all looked up")
+        fetch.release()
     assert results == ["shared"] * 8
-    assert calls == 1
+    assert fetch.calls == 1
     assert wm.stats().coalesced == 7
 
 
@@ -93,14 +81,9 @@ def test_four_threads_each_with_its_own_loop_share_one_fetch() -> None:
         except BaseException as error:  # pragma: no cover - reported below
             errors.append(error)
 
-    threads = [threading.Thread(target=caller) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    while wm.stats().lookups < 4:
-        threading.Event().wait(0.001)
-    upstream.release.set()
-    for thread in threads:
-        thread.join(timeout=30)
+    with running(*[caller] * 4):
+        wait_for(lambda: wm.stats().lookups == 4, "the callers never all looked up")
+        upstream.release.set()
     assert errors == []
     assert results == ["result"] * 4
     assert upstream.calls == 1
@@ -111,41 +94,26 @@ def test_four_threads_each_with_its_own_loop_share_one_fetch() -> None:
 
 def test_threads_and_tasks_mixed_share_one_fetch() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    calls = 0
-    release = threading.Event()
-
-    def blocking_fetch() -> str:
-        nonlocal calls
-        calls += 1
-        release.wait(timeout=30)
-        return "v"
+    blocking_fetch = Held("v")
+    async_calls = 0
 
     async def async_fetch() -> str:
-        nonlocal calls
-        calls += 1
+        nonlocal async_calls
+        async_calls += 1
         return "v"
-
-    results: list[str] = []
-    sync_threads = [
-        threading.Thread(target=lambda: results.append(wm.search("q", blocking_fetch)))
-        for _ in range(3)
-    ]
-    for thread in sync_threads:
-        thread.start()
-    while wm.stats().lookups < 3:
-        threading.Event().wait(0.001)
 
     async def async_callers() -> list[str]:
         tasks = [asyncio.create_task(wm.asearch("q", async_fetch)) for _ in range(3)]
         await until(lambda: wm.stats().lookups == 6)
-        release.set()
+        blocking_fetch.release()
         return list(await asyncio.gather(*tasks))
 
-    results.extend(asyncio.run(async_callers()))
-    for thread in sync_threads:
-        thread.join(timeout=30)
+    results: list[str] = []
+    with running(*[lambda: results.append(wm.search("q", blocking_fetch))] * 3):
+        wait_for(lambda: wm.stats().lookups == 3, "the threads never all looked up")
+        results.extend(asyncio.run(async_callers()))
     assert results == ["v"] * 6
-    assert calls == 1
+    assert blocking_fetch.calls + async_calls == 1
 
 
 async def test_a_sync_caller_on_the_fetching_loop_does_not_deadlock() -> None:
@@ -264,33 +232,13 @@ async def test_an_error_reaches_every_waiter_once_and_is_not_cached() -> None:
 
 def test_a_sync_error_reaches_every_thread_and_is_not_cached() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    calls = 0
-    release = threading.Event()
-
-    def failing() -> str:
-        nonlocal calls
-        calls += 1
-        release.wait(timeout=30)
-        raise ValueError("bad request")
-
+    failing = Held(error=ValueError("bad request"))
     errors: list[BaseException] = []
-
-    def caller() -> None:
-        try:
-            wm.search("q", failing)
-        except ValueError as error:
-            errors.append(error)
-
-    threads = [threading.Thread(target=caller) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    while wm.stats().lookups < 4:
-        threading.Event().wait(0.001)
-    release.set()
-    for thread in threads:
-        thread.join(timeout=30)
-    assert len(errors) == 4
-    assert calls == 1
+    with running(*[raising_into(errors, lambda: wm.search("q", failing))] * 4):
+        wait_for(lambda: wm.stats().lookups == 4, "the callers never all looked up")
+        failing.release()
+    assert [type(error) for error in errors] == [ValueError] * 4
+    assert failing.calls == 1
     assert wm.search("q", lambda: "ok") == "ok"
 
 
@@ -346,37 +294,15 @@ async def test_no_inflight_entries_leak_after_success_error_or_cancellation() ->
 
 def test_keyboard_interrupt_in_the_leader_makes_waiters_start_again() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    release = threading.Event()
-
-    def interrupted() -> str:
-        release.wait(timeout=30)
-        raise KeyboardInterrupt
-
-    follower_result: list[str] = []
-
-    def follower() -> None:
-        follower_result.append(wm.search("q", lambda: "retried"))
-
+    interrupted = Held(error=KeyboardInterrupt())
     leader_error: list[BaseException] = []
-
-    def leader() -> None:
-        try:
-            wm.search("q", interrupted)
-        except KeyboardInterrupt as error:
-            leader_error.append(error)
-
-    lead = threading.Thread(target=leader)
-    lead.start()
-    while wm.stats().inflight < 1:
-        threading.Event().wait(0.001)
-    follow = threading.Thread(target=follower)
-    follow.start()
-    while wm.stats().coalesced < 1:
-        threading.Event().wait(0.001)
-    release.set()
-    lead.join(timeout=30)
-    follow.join(timeout=30)
-    assert len(leader_error) == 1
+    follower_result: list[str] = []
+    with running(raising_into(leader_error, lambda: wm.search("q", interrupted))):
+        wait_for(lambda: wm.stats().inflight == 1, "the leader never started")
+        with running(lambda: follower_result.append(wm.search("q", lambda: "retried"))):
+            wait_for(lambda: wm.stats().coalesced == 1, "the follower never joined")
+            interrupted.release()
+    assert [type(error) for error in leader_error] == [KeyboardInterrupt]
     assert follower_result == ["retried"]
     stats = wm.stats()
     assert (stats.misses, stats.coalesced) == (1, 1)  # the retry is not counted twice

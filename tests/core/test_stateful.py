@@ -11,7 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 from wm_middleware import WorkingMemory
 from wm_middleware._core import make_key
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 QUERIES = st.sampled_from(["a", "b", " a ", "c", "d", "e"])
 LIMITS = st.sampled_from([None, 5, 10])

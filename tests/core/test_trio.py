@@ -13,7 +13,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock
+from ..conftest import FakeClock
 
 trio = pytest.importorskip("trio")
 

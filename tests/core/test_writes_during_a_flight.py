@@ -4,31 +4,24 @@ result answers its own callers but is not stored (as with ``invalidate``)."""
 from __future__ import annotations
 
 import asyncio
-import threading
 
 import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock, wait_for
+from ..conftest import FakeClock, until
+from .conftest import Held, old_entry, running, wait_for
 
 
 @pytest.mark.parametrize("pin", [False, True], ids=["set", "set pinned"])
 def test_a_set_during_a_fetch_wins(pin: bool) -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    release = threading.Event()
-
-    def fetch() -> str:
-        release.wait(timeout=30)
-        return "fetched"
-
+    fetch = Held("fetched")
     results: list[str] = []
-    caller = threading.Thread(target=lambda: results.append(wm.search("q", fetch)))
-    caller.start()
-    wait_for(lambda: wm.stats().inflight == 1, "no fetch started")
-    wm.set("q", "manual", pin=pin)
-    release.set()
-    caller.join(timeout=30)
+    with running(lambda: results.append(wm.search("q", fetch))):
+        wait_for(lambda: wm.stats().inflight == 1, "no fetch started")
+        wm.set("q", "manual", pin=pin)
+        fetch.release()
     assert results == ["fetched"]  # the fetch still answers its own caller
     assert wm.get("q") == "manual"
     assert wm.stats().inflight == 0
@@ -43,10 +36,7 @@ async def test_a_set_during_an_async_fetch_wins() -> None:
         return "fetched"
 
     caller = asyncio.create_task(wm.asearch("q", fetch, limit=3))
-    for _ in range(10_000):
-        if wm.stats().inflight:
-            break
-        await asyncio.sleep(0.001)
+    await until(lambda: wm.stats().inflight)
     wm.set("q", "manual", limit=3)
     release.set()
     assert await caller == "fetched"
@@ -54,35 +44,21 @@ async def test_a_set_during_an_async_fetch_wins() -> None:
 
 
 def test_a_set_during_a_background_refresh_wins(clock: FakeClock) -> None:
-    wm: WorkingMemory[str] = WorkingMemory(ttl=60.0, refresh_after=10.0, clock=clock)
-    wm.search("q", lambda: "v1")
-    release = threading.Event()
-
-    def refresh() -> str:
-        release.wait(timeout=30)
-        return "refreshed"
-
-    clock.advance(11.0)
+    wm = old_entry(clock)
+    refresh = Held("refreshed")
     assert wm.search("q", refresh) == "v1"
     wait_for(lambda: wm.refreshing == 1, "no refresh started")
     wm.set("q", "manual")
-    release.set()
+    refresh.release()
     wait_for(lambda: not wm.refreshing, "refresh never ended")
     assert wm.get("q") == "manual"
 
 
 def test_a_caller_after_the_set_is_served_the_set_value_not_the_flight() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
-    release = threading.Event()
-
-    def fetch() -> str:
-        release.wait(timeout=30)
-        return "fetched"
-
-    caller = threading.Thread(target=lambda: wm.search("q", fetch))
-    caller.start()
-    wait_for(lambda: wm.stats().inflight == 1, "no fetch started")
-    wm.set("q", "manual")
-    assert wm.search("q", lambda: "other") == "manual"
-    release.set()
-    caller.join(timeout=30)
+    fetch = Held("fetched")
+    with running(lambda: wm.search("q", fetch)):
+        wait_for(lambda: wm.stats().inflight == 1, "no fetch started")
+        wm.set("q", "manual")
+        assert wm.search("q", lambda: "other") == "manual"
+        fetch.release()

@@ -1,8 +1,7 @@
-"""Fixtures of the freshness tests: a fake clock, bounded waits, the emulator with a pipeline."""
+"""Fixtures of the freshness tests: bounded waits, the emulator with a pipeline, the SDK calls."""
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -11,23 +10,11 @@ import pytest
 
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import done as done
+from ..interception.conftest import Generation
 
-class FakeClock:
-    """A monotonic clock that moves only when a test says so."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-
-
-@pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+# ``clock`` (a FakeClock), ``mode`` (sync, then async) and ``done`` are tests/conftest.py's;
+# ``done`` is importable from here as before.
 
 
 def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
@@ -63,10 +50,12 @@ QUERY = "what does the user like?"
 
 
 class Sdk:
-    """How a test drives the installed supermemory (3.x or 5.x), sync or async."""
+    """How a test drives the installed supermemory (3.x or 5.x), sync or async: the calls of
+    :class:`~tests.interception.conftest.Generation`, with this module's key, query and facts."""
 
     def __init__(self, major: str) -> None:
         self.major = major
+        self.generation = Generation(major)
         self.status_paths = (
             ("/v3/documents/processing", "/v3/documents/*")
             if major == "3"
@@ -80,19 +69,13 @@ class Sdk:
         return cls(api_key=api_key, base_url=base_url, max_retries=0)
 
     def search(self, client: Any, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.search.memories(q=QUERY, container_tag=tag)
-        return client.search(tag, query=QUERY)
+        return self.generation.search(client, tag, query=QUERY)
 
     def profile(self, client: Any, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.profile(container_tag=tag)
-        return client.profile(tag)
+        return self.generation.profile(client, tag)
 
     def add(self, client: Any, content: str, tag: str = TAG) -> Any:
-        if self.major == "3":
-            return client.add(content=content, container_tag=tag)
-        return client.add(tag, content=content)
+        return self.generation.add(client, tag, content=content)
 
     def reads(self, server: EmulatorServer) -> int:
         """Searches and profiles the emulator answered."""
@@ -111,16 +94,6 @@ def sdk() -> Sdk:
     from importlib.metadata import version
 
     return Sdk(version("supermemory").split(".")[0])
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or awaitable."""
-    return await value if inspect.isawaitable(value) else value
 
 
 def mentions(answer: Any, word: str) -> bool:

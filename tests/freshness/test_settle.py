@@ -10,7 +10,8 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from .conftest import FakeClock, wait_until
+from ..conftest import FakeClock
+from .conftest import wait_until
 
 
 class Backend:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.metadata import version
 from typing import Any
@@ -14,17 +14,41 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
-# ``emulator_server`` (the session's) and ``emulator`` (clean, per test) are in tests/conftest.py.
+from ..conftest import SDK_MAJOR
+from ..conftest import done as done
+
+# ``emulator_server`` (the session's) and ``emulator`` (clean, per test) are in tests/conftest.py,
+# with ``mode`` (sync, then async) and ``done``; ``done`` is importable from here as before.
+
+
+@contextmanager
+def instrumentation(**options: Any) -> Iterator[WorkingMemory[Any]]:
+    """``wm_middleware.instrument(**options)`` for the block, ``uninstrument()`` after it."""
+    memory = wm_middleware.instrument(**options)
+    try:
+        yield memory
+    finally:
+        wm_middleware.uninstrument()
 
 
 @pytest.fixture
 def instrumented() -> Iterator[WorkingMemory[Any]]:
     """``wm_middleware.instrument()`` for the test, ``uninstrument()`` after it."""
-    memory = wm_middleware.instrument()
-    try:
+    with instrumentation() as memory:
         yield memory
-    finally:
-        wm_middleware.uninstrument()
+
+
+@pytest.fixture
+def fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK's own retries still happen; only their back-off sleep is shortened."""
+    if SDK_MAJOR == "3":
+        import supermemory._base_client as base_client
+
+        monkeypatch.setattr(base_client, "INITIAL_RETRY_DELAY", 0.0)
+    else:
+        import supermemory.core.http_client as http_client
+
+        monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
 
 
 # -- the installed SDK generation, for tests that state a behaviour both generations share --------
@@ -44,16 +68,23 @@ class Generation:
     def client(self, mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
         return make_client(mode, base_url, api_key, **options)
 
-    def search(self, client: Any, tag: str = TAG) -> Any:
+    def search(self, client: Any, tag: str = TAG, *, query: str = QUERY) -> Any:
         """A search of ``tag`` (3.x: container tag; 5.x: namespace); sync or awaitable."""
         if self.major == "3":
-            return client.search.memories(q=QUERY, container_tag=tag)
-        return client.search(tag, query=QUERY)
+            return client.search.memories(q=query, container_tag=tag)
+        return client.search(tag, query=query)
 
-    def add(self, client: Any, tag: str = TAG) -> Any:
+    def profile(self, client: Any, tag: str = TAG) -> Any:
+        """The profile of ``tag``; sync or awaitable."""
         if self.major == "3":
-            return client.add(content="User now prefers coffee", container_tag=tag)
-        return client.add(tag, content="User now prefers coffee")
+            return client.profile(container_tag=tag)
+        return client.profile(tag)
+
+    def add(self, client: Any, tag: str = TAG, *, content: str = "User now prefers coffee") -> Any:
+        """A write of ``content`` to ``tag``; sync or awaitable."""
+        if self.major == "3":
+            return client.add(content=content, container_tag=tag)
+        return client.add(tag, content=content)
 
     def searches(self, server: EmulatorServer) -> int:
         """Searches the emulator received, of any tag."""
@@ -81,14 +112,3 @@ def make_client(mode: str, base_url: str, api_key: str = KEY, **options: Any) ->
 
     cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
     return cls(api_key=api_key, base_url=base_url, **options)
-
-
-async def done(value: Any) -> Any:
-    """The result of a client call, sync or async."""
-    return await value if inspect.isawaitable(value) else value
-
-
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    """Each test using it runs with the sync and with the async client."""
-    return str(request.param)

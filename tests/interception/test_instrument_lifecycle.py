@@ -9,14 +9,10 @@ traceback, under the real ``opentelemetry-instrument``.
 from __future__ import annotations
 
 import logging
-import os
 import random
-import subprocess
-import sys
 import threading
 from collections.abc import Iterator
 from importlib.metadata import version
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +21,7 @@ import wm_middleware
 from wm_middleware import WorkingMemory, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import SEARCH_TWICE, opentelemetry_instrument
 from .conftest import Generation, done
 
 SDK_MAJOR = version("supermemory").split(".")[0]
@@ -186,15 +183,27 @@ def test_a_bad_variable_fails_a_code_call_naming_it(
     assert _patched_attributes() == originals
 
 
+def _instrumentor_runtime(
+    env: pytest.MonkeyPatch, variables: dict[str, str], **options: Any
+) -> Any:
+    """The instrumentor's runtime after ``instrument(**options)`` with ``variables`` set."""
+    for name, value in variables.items():
+        env.setenv(name, value)
+    WorkingMemoryInstrumentor().instrument(**options)
+    runtime = WorkingMemoryInstrumentor().runtime
+    assert runtime is not None
+    return runtime
+
+
 def test_the_instrumentor_reads_only_the_variables_it_was_not_given(
     originals: dict[str, Any], clean_env: pytest.MonkeyPatch
 ) -> None:
-    clean_env.setenv("WM_MIDDLEWARE_TTL", "abc")
-    clean_env.setenv("WM_MIDDLEWARE_MAX_ENTRIES", "0")
-    clean_env.setenv("WM_MIDDLEWARE_CACHE", "false")
-    WorkingMemoryInstrumentor().instrument(ttl=5.0, max_entries=7, skip_dep_check=True)
-    runtime = WorkingMemoryInstrumentor().runtime
-    assert runtime is not None
+    # Bad values (ENV's) of the two settings passed; a good one of a setting not passed.
+    given = {name: ENV[name] for name in ("WM_MIDDLEWARE_TTL", "WM_MIDDLEWARE_MAX_ENTRIES")}
+    variables = given | {"WM_MIDDLEWARE_CACHE": "false"}
+    runtime = _instrumentor_runtime(
+        clean_env, variables, ttl=5.0, max_entries=7, skip_dep_check=True
+    )
     assert (runtime.memory.ttl, runtime.memory.max_entries) == (5.0, 7)
     assert runtime.cache is False  # not passed: read from the environment
 
@@ -202,12 +211,12 @@ def test_the_instrumentor_reads_only_the_variables_it_was_not_given(
 def test_good_variables_configure_the_loader_path(
     originals: dict[str, Any], clean_env: pytest.MonkeyPatch
 ) -> None:
-    clean_env.setenv("WM_MIDDLEWARE_TTL", "2.5")
-    clean_env.setenv("WM_MIDDLEWARE_MAX_ENTRIES", "9")
-    clean_env.setenv("WM_MIDDLEWARE_TRACE_HITS", "off")
-    WorkingMemoryInstrumentor().instrument()
-    runtime = WorkingMemoryInstrumentor().runtime
-    assert runtime is not None
+    variables = {
+        "WM_MIDDLEWARE_TTL": "2.5",
+        "WM_MIDDLEWARE_MAX_ENTRIES": "9",
+        "WM_MIDDLEWARE_TRACE_HITS": "off",
+    }
+    runtime = _instrumentor_runtime(clean_env, variables)
     assert (runtime.memory.ttl, runtime.memory.max_entries) == (2.5, 9)
     assert runtime.telemetry.trace_hits is False
     _one_layer(originals)
@@ -244,43 +253,20 @@ def test_a_ttl_that_is_not_a_positive_finite_number_is_refused(
     assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
 
 
-_APP = """
-import supermemory, sys
+_APP = (
+    SEARCH_TWICE
+    + """
 from wm_middleware import WorkingMemoryInstrumentor
-client = supermemory.Supermemory(api_key="sk-env", base_url=sys.argv[1], max_retries=0)
-search = (
-    (lambda: client.search.memories(q="tea", container_tag="user-1"))
-    if supermemory.__version__.startswith("3.")
-    else (lambda: client.search("user-1", query="tea"))
-)
-search()
-search()
 print("instrumented" if WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry else "plain")
 """
+)
 
 
 @pytest.mark.parametrize("ttl", ["abc", "30"])
 def test_opentelemetry_instrument_with_a_bad_variable_runs_uncached_after_one_line(
     emulator: EmulatorServer, ttl: str
 ) -> None:
-    loader = Path(sys.executable).with_name("opentelemetry-instrument")
-    if not loader.exists():
-        pytest.skip("opentelemetry-instrument is not installed")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OTEL_", "WM_MIDDLEWARE_"))}
-    env |= {
-        "WM_MIDDLEWARE_TTL": ttl,
-        "OTEL_TRACES_EXPORTER": "none",
-        "OTEL_METRICS_EXPORTER": "none",
-        "OTEL_LOGS_EXPORTER": "none",
-    }
-    done = subprocess.run(
-        [str(loader), sys.executable, "-c", _APP, emulator.base_url],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert done.returncode == 0, done.stderr
+    done = opentelemetry_instrument(_APP, emulator.base_url, WM_MIDDLEWARE_TTL=ttl)
     search = "/v4/search" if SDK_MAJOR == "3" else "/ns/user-1/search"
     if ttl == "abc":
         assert done.stdout.strip() == "plain"

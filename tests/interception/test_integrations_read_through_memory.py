@@ -14,19 +14,15 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
 import pytest
 
-try:
-    _SDK_MAJOR = version("supermemory").split(".")[0]
-except PackageNotFoundError:  # pragma: no cover
-    _SDK_MAJOR = ""
-if _SDK_MAJOR != "3":
+from ..conftest import SDK_MAJOR, until
+
+if SDK_MAJOR != "3":
     pytest.skip("needs supermemory 3.x", allow_module_level=True)
 
 supermemory = pytest.importorskip("supermemory")
@@ -36,11 +32,10 @@ supermemory_cartesia = pytest.importorskip("supermemory_cartesia")
 
 from supermemory._models import BaseModel  # noqa: E402
 
-import wm_middleware  # noqa: E402
 from wm_middleware import WorkingMemory  # noqa: E402
 from wm_middleware.emulator import EmulatorServer  # noqa: E402
 
-from ..conftest import until  # noqa: E402
+from .conftest import instrumentation  # noqa: E402
 
 KEY = "sk-integrations"
 TAG = "user-1"
@@ -65,15 +60,6 @@ def server(emulator: EmulatorServer) -> EmulatorServer:
         KEY, [{"content": SEEDED}, {"content": STATIC, "static": True}], container_tag=TAG
     )
     return emulator
-
-
-@contextmanager
-def instrumentation() -> Iterator[WorkingMemory[Any]]:
-    memory = wm_middleware.instrument()
-    try:
-        yield memory
-    finally:
-        wm_middleware.uninstrument()
 
 
 def plain(value: Any, *, timing: bool = True) -> Any:
@@ -163,40 +149,34 @@ class Reader:
 
     path: str
     repeats: int  # how often a turn plausibly repeats it
-    build: Callable[[str], Call]
+    integration: Callable[[str], Any]  # base URL -> the integration object, built once
+    read: Callable[[Any], Awaitable[Any]]  # the read, of that object
 
-
-def _search_memories(base_url: str) -> Call:
-    built = tools(base_url)
-    return lambda: built.search_memories(QUERY)
-
-
-def _get_profile(base_url: str) -> Call:
-    built = tools(base_url)
-    return lambda: built.get_profile(QUERY)
-
-
-def _before_run(base_url: str) -> Call:
-    provider = context_provider(base_url)
-    return lambda: before_run(provider, [{"role": "user", "content": QUERY}])
-
-
-def _pipecat_retrieve(base_url: str) -> Call:
-    service = pipecat(base_url)
-    return lambda: service._retrieve_memories(QUERY)
-
-
-def _cartesia_retrieve(base_url: str) -> Call:
-    agent = cartesia(base_url)
-    return lambda: agent._retrieve_memories(QUERY)
+    def build(self, base_url: str) -> Call:
+        """The read of an integration built against ``base_url``."""
+        built = self.integration(base_url)
+        return lambda: self.read(built)
 
 
 READERS = {
-    "agent_framework.search_memories": Reader(SEARCH, 10, _search_memories),
-    "agent_framework.get_profile": Reader(PROFILE, 2, _get_profile),
-    "agent_framework.before_run": Reader(PROFILE, 2, _before_run),
-    "pipecat._retrieve_memories": Reader(PROFILE, 5, _pipecat_retrieve),
-    "cartesia._retrieve_memories": Reader(PROFILE, 5, _cartesia_retrieve),
+    "agent_framework.search_memories": Reader(
+        SEARCH, 10, tools, lambda built: built.search_memories(QUERY)
+    ),
+    "agent_framework.get_profile": Reader(
+        PROFILE, 2, tools, lambda built: built.get_profile(QUERY)
+    ),
+    "agent_framework.before_run": Reader(
+        PROFILE,
+        2,
+        context_provider,
+        lambda provider: before_run(provider, [{"role": "user", "content": QUERY}]),
+    ),
+    "pipecat._retrieve_memories": Reader(
+        PROFILE, 5, pipecat, lambda service: service._retrieve_memories(QUERY)
+    ),
+    "cartesia._retrieve_memories": Reader(
+        PROFILE, 5, cartesia, lambda agent: agent._retrieve_memories(QUERY)
+    ),
 }
 
 

@@ -23,12 +23,11 @@ from typing import Any
 
 import pytest
 
-import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
 from ._scripted import Answer, ScriptedServer
-from .conftest import KEY, QUERY, TAG, done, make_client
+from .conftest import KEY, QUERY, TAG, done, instrumentation, make_client
 
 MAJOR = version("supermemory").split(".")[0]
 FAST = {"retry-after-ms": "1"}  # both SDKs honour it: retries without a back-off wait
@@ -93,26 +92,13 @@ def upstream(emulator: EmulatorServer, _scripted: ScriptedServer) -> ScriptedSer
     return _scripted
 
 
-@pytest.fixture(autouse=True)
-def _fast_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The SDK's own retries still happen; only their back-off sleep is shortened.
-    if MAJOR == "3":
-        import supermemory._base_client as base_client
-
-        monkeypatch.setattr(base_client, "INITIAL_RETRY_DELAY", 0.0)
-    else:
-        import supermemory.core.http_client as http_client
-
-        monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
-@pytest.fixture
-def memory() -> Iterator[WorkingMemory[Any]]:
-    memory = wm_middleware.instrument()
-    try:
-        yield memory
-    finally:
-        wm_middleware.uninstrument()
+@pytest.fixture(params=list(READS))
+def read(request: pytest.FixtureRequest) -> str:
+    """Each test using it runs once per cached read of :data:`READS`."""
+    return str(request.param)
 
 
 def summary(result: Any) -> tuple[str, str]:
@@ -197,7 +183,6 @@ async def _run(
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))
-@pytest.mark.parametrize("read", list(READS))
 async def test_one_caller_sees_what_the_sdk_alone_gives(
     upstream: ScriptedServer, mode: str, read: str, name: str
 ) -> None:
@@ -209,8 +194,7 @@ async def test_one_caller_sees_what_the_sdk_alone_gives(
         assert plain[2] == [str(attempt) for attempt in range(scenario.sent)]
     if "extra_headers" in scenario.call:
         assert plain[3] == ["yes"]
-    memory = wm_middleware.instrument()
-    try:
+    with instrumentation() as memory:
         cached = await _run(scenario, upstream, mode, read)
         assert cached == plain
         # An error is never stored: the next call goes upstream. A value is: the next is a hit.
@@ -221,8 +205,6 @@ async def test_one_caller_sees_what_the_sdk_alone_gives(
         assert summary(again)[0] == "returned"
         assert after == cached[1] + (1 if plain[0][0] == "raised" else 0)
         assert memory.stats().hits == (0 if plain[0][0] == "raised" else 1)
-    finally:
-        wm_middleware.uninstrument()
 
 
 # -- raw and streaming responses: observed, never served from memory ---------------------------
@@ -231,9 +213,8 @@ def _raw(client: Any, read: str) -> Any:
     return call(client.with_raw_response)
 
 
-@pytest.mark.parametrize("read", list(READS))
 async def test_raw_responses_reach_upstream_every_time_and_retry_as_plain(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str
 ) -> None:
     path, _ = READS[read]
     client = make_client(mode, upstream.base_url, max_retries=2)
@@ -242,13 +223,12 @@ async def test_raw_responses_reach_upstream_every_time_and_retry_as_plain(
     second = await done(_raw(client, read))
     assert first.status_code == second.status_code == 200
     assert len(upstream.requests(path)) == 3  # one retried, one plain, none from memory
-    assert memory.stats().hits == 0
+    assert instrumented.stats().hits == 0
 
 
 @pytest.mark.skipif(MAJOR != "3", reason="3.x streams responses")
-@pytest.mark.parametrize("read", list(READS))
 async def test_streaming_responses_reach_upstream_every_time(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str
 ) -> None:
     path, call = READS[read]
     client = make_client(mode, upstream.base_url)
@@ -260,15 +240,14 @@ async def test_streaming_responses_reach_upstream_every_time(
             with call(client.with_streaming_response) as response:
                 assert type(response.parse()).__name__.endswith("Response")
     assert len(upstream.requests(path)) == 2
-    assert memory.stats().hits == 0
+    assert instrumented.stats().hits == 0
 
 
 # -- strictness is part of the entry (issue 17, item 2) ------------------------------------------
 @pytest.mark.skipif(MAJOR != "3", reason="5.x models are never validated strictly")
 @pytest.mark.parametrize("body", ["invalid json", "text"])
-@pytest.mark.parametrize("read", list(READS))
 async def test_a_strict_client_is_never_served_what_a_loose_client_accepted(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str, body: str
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str, body: str
 ) -> None:
     path, call = READS[read]
     answer = Answer(200, INVALID) if body == "invalid json" else Answer(200, text="not json")
@@ -308,39 +287,41 @@ async def _together(
     return results["first"], results["second"]
 
 
-@pytest.mark.parametrize("read", list(READS))
-async def test_a_caller_with_retries_left_does_not_share_the_error_of_one_without(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
-) -> None:
-    path, call = READS[read]
-    none = make_client(mode, upstream.base_url, max_retries=0)
-    three = make_client(mode, upstream.base_url, max_retries=3)
-    upstream.script(Answer(500, headers=FAST, delay=SLOW))
-    failed, succeeded = await _together(mode, upstream, lambda: call(none), lambda: call(three))
-    assert summary(failed) == ("raised", "InternalServerError")
-    assert summary(succeeded)[0] == "returned"
-    assert len(upstream.requests(path)) == 2
+# (the first caller's client options, the second's, the answer upstream gives the first, the
+# error the first sees): the second caller's own options get it an answer.
+APART = {
+    "a caller with retries left does not share the error of one without": (
+        {"max_retries": 0},
+        {"max_retries": 3},
+        Answer(500, headers=FAST, delay=SLOW),
+        "InternalServerError",
+    ),
+    "a patient caller does not share the timeout of an impatient one": (
+        {"timeout": IMPATIENT, "max_retries": 0},
+        {"timeout": 30, "max_retries": 0},
+        Answer(delay=SLOW),
+        "APITimeoutError",
+    ),
+}
 
 
-@pytest.mark.parametrize("read", list(READS))
-async def test_a_patient_caller_does_not_share_the_timeout_of_an_impatient_one(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+@pytest.mark.parametrize("case", list(APART))
+async def test_a_caller_does_not_share_an_outcome_its_own_options_would_not_give(
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str, case: str
 ) -> None:
     path, call = READS[read]
-    quick = make_client(mode, upstream.base_url, timeout=IMPATIENT, max_retries=0)
-    patient = make_client(mode, upstream.base_url, timeout=5, max_retries=0)
-    upstream.script(Answer(delay=SLOW))
-    timed_out, answered = await _together(
-        mode, upstream, lambda: call(quick), lambda: call(patient)
-    )
-    assert summary(timed_out) == ("raised", "APITimeoutError")
+    first_options, second_options, answer, error = APART[case]
+    first = make_client(mode, upstream.base_url, **first_options)
+    second = make_client(mode, upstream.base_url, **second_options)
+    upstream.script(answer)
+    failed, answered = await _together(mode, upstream, lambda: call(first), lambda: call(second))
+    assert summary(failed) == ("raised", error)
     assert summary(answered)[0] == "returned"
     assert len(upstream.requests(path)) == 2
 
 
-@pytest.mark.parametrize("read", list(READS))
 async def test_a_per_call_timeout_decides_who_shares_a_flight(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str
 ) -> None:
     _, call = READS[read]
     client = make_client(mode, upstream.base_url, max_retries=0)
@@ -352,9 +333,8 @@ async def test_a_per_call_timeout_decides_who_shares_a_flight(
     assert summary(answered)[0] == "returned"
 
 
-@pytest.mark.parametrize("read", list(READS))
 async def test_callers_with_the_same_options_still_share_one_request_and_then_the_entry(
-    upstream: ScriptedServer, memory: WorkingMemory[Any], mode: str, read: str
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], mode: str, read: str
 ) -> None:
     path, call = READS[read]
     one = make_client(mode, upstream.base_url, max_retries=2)
@@ -363,7 +343,7 @@ async def test_callers_with_the_same_options_still_share_one_request_and_then_th
     first, second = await _together(mode, upstream, lambda: call(one), lambda: call(other))
     assert summary(first)[0] == summary(second)[0] == "returned"
     assert len(upstream.requests(path)) == 1
-    assert memory.stats().coalesced == 1
+    assert instrumented.stats().coalesced == 1
     # The key holds only what changes the value: other retries and timeouts hit the entry.
     patient = make_client(mode, upstream.base_url, max_retries=5, timeout=30)
     assert summary(await outcome(lambda: call(patient)))[0] == "returned"
@@ -371,7 +351,7 @@ async def test_callers_with_the_same_options_still_share_one_request_and_then_th
 
 
 async def test_a_cancelled_caller_leaves_the_others_their_answer(
-    upstream: ScriptedServer, memory: WorkingMemory[Any]
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any]
 ) -> None:
     path, call = next(iter(READS.values()))
     client = make_client("async", upstream.base_url)
@@ -390,7 +370,7 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer(
 # -- trio (issue 17, item 3): the 3.x async client runs on anyio ---------------------------------
 @pytest.mark.skipif(MAJOR != "3", reason="the 3.x async client runs on anyio")
 def test_cached_reads_and_writes_under_trio_never_raise(
-    upstream: ScriptedServer, memory: WorkingMemory[Any]
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any]
 ) -> None:
     trio = pytest.importorskip("trio")
     client = make_client("async", upstream.base_url)

@@ -8,18 +8,14 @@ the async (``AsyncSupermemory``) client.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-try:
-    _SDK_MAJOR = version("supermemory").split(".")[0]
-except PackageNotFoundError:  # pragma: no cover
-    _SDK_MAJOR = ""
-if _SDK_MAJOR != "3":
+from ..conftest import SDK_MAJOR
+
+if SDK_MAJOR != "3":
     pytest.skip("needs supermemory 3.x", allow_module_level=True)
 
 import supermemory
@@ -42,7 +38,7 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer, MemoryEntry
 
-from .conftest import done, make_client
+from .conftest import done, instrumentation, make_client
 
 KEY = "sk-a"
 OTHER_KEY = "sk-b"
@@ -55,8 +51,12 @@ ORIGINAL_ASYNC_REQUEST = vars(base_client.AsyncAPIClient)["request"]
 
 
 # -- fixtures and helpers -------------------------------------------------------------------------
-def _seed(server: EmulatorServer) -> dict[str, list[MemoryEntry]]:
-    seeded: dict[str, list[MemoryEntry]] = {}
+Seeded = dict[str, list[MemoryEntry]]  # "key/tag" -> the entries seeded for that tenant and tag
+Write = Callable[[], Any]  # a write by the test's client (sync result or awaitable)
+
+
+def _seed(server: EmulatorServer) -> Seeded:
+    seeded: Seeded = {}
     for key in (KEY, OTHER_KEY):
         for tag in (TAG, OTHER_TAG):
             seeded[f"{key}/{tag}"] = server.seed(
@@ -72,8 +72,14 @@ def _seed(server: EmulatorServer) -> dict[str, list[MemoryEntry]]:
 
 
 @pytest.fixture
-def seeded(emulator: EmulatorServer) -> dict[str, list[MemoryEntry]]:
+def seeded(emulator: EmulatorServer) -> Seeded:
     return _seed(emulator)
+
+
+@pytest.fixture
+def client(emulator: EmulatorServer, seeded: Any, mode: str) -> Any:
+    """A client of the installed SDK on the seeded emulator: sync, then async (``mode``)."""
+    return make_client(mode, emulator.base_url)
 
 
 @pytest.fixture
@@ -83,19 +89,7 @@ def second_emulator(second_emulator: EmulatorServer) -> EmulatorServer:
     return second_emulator
 
 
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The SDK's own retries still happen; only their back-off sleep is shortened.
-    monkeypatch.setattr(base_client, "INITIAL_RETRY_DELAY", 0.0)
-
-
-@contextmanager
-def instrumentation(**options: Any) -> Iterator[WorkingMemory[Any]]:
-    memory = wm_middleware.instrument(**options)
-    try:
-        yield memory
-    finally:
-        wm_middleware.uninstrument()
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
 async def outcome(call: Callable[[], Any]) -> Any:
@@ -168,10 +162,9 @@ def closed_port() -> int:
 # -- cached reads ---------------------------------------------------------------------------------
 @pytest.mark.parametrize("read", list(READS))
 async def test_repeated_read_reaches_server_once(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str, read: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], read: str
 ) -> None:
     path, call, _ = READS[read]
-    client = make_client(mode, emulator.base_url)
     for _ in range(10):
         await done(call(client))
     assert emulator.count("POST", path) == 1
@@ -190,9 +183,8 @@ DIFFERENT: dict[str, Callable[[Any], Any]] = {
 
 @pytest.mark.parametrize("variant", list(DIFFERENT))
 async def test_a_different_request_is_a_different_entry(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str, variant: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], variant: str
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client))
     await done(DIFFERENT[variant](client))
     await done(DIFFERENT[variant](client))
@@ -224,9 +216,8 @@ async def test_repeated_requests_are_told_apart_by_the_types_and_size_of_their_b
 
 
 async def test_timeout_and_retries_options_share_the_entry(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any]
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client))
     await done(search(client, timeout=12.0))
     await done(search(client.with_options(max_retries=5)))
@@ -260,9 +251,8 @@ async def test_a_client_changed_in_place_is_another_tenant_and_keeps_its_paramet
 
 
 async def test_execute_and_documents_are_separate_entries_of_their_own_type(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any]
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     for _ in range(2):
         executed = await done(client.search.execute(q=QUERY, container_tag=TAG))
         documents = await done(client.search.documents(q=QUERY, container_tag=TAG))
@@ -308,10 +298,9 @@ async def test_cached_result_has_the_type_and_shape_of_an_uncached_one(
 
 @pytest.mark.parametrize("read", list(READS))
 async def test_mutating_a_result_never_changes_the_next_hit(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str, read: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], read: str
 ) -> None:
     _, call, _ = READS[read]
-    client = make_client(mode, emulator.base_url)
     first = await done(call(client))
     expected = first.model_dump()
     for result in (first, await done(call(client))):  # the miss's result and a hit's
@@ -334,13 +323,13 @@ async def test_mutating_a_result_never_changes_the_next_hit(
 
 
 # -- writes invalidate ----------------------------------------------------------------------------
-def _document_id(seeded: dict[str, list[MemoryEntry]]) -> str:
+def _document_id(seeded: Seeded) -> str:
     document_id = seeded[f"{KEY}/{TAG}"][0].document_id
     assert document_id is not None
     return document_id
 
 
-WRITES: dict[str, Callable[[Any, dict[str, list[MemoryEntry]]], Any]] = {
+WRITES: dict[str, Callable[[Any, Seeded], Any]] = {
     "add": lambda c, s: c.add(content="User now prefers black tea", container_tag=TAG),
     "add-plural-tags": lambda c, s: c.add(content="User likes mint", container_tags=[TAG]),
     "documents.add": lambda c, s: c.documents.add(content="User likes oolong", container_tag=TAG),
@@ -363,18 +352,19 @@ WRITES: dict[str, Callable[[Any, dict[str, list[MemoryEntry]]], Any]] = {
 }
 
 
-@pytest.mark.parametrize("write", list(WRITES))
+@pytest.fixture
+def write(request: pytest.FixtureRequest, client: Any, seeded: Seeded) -> Callable[[], Any]:
+    """The write of :data:`WRITES` the test is parametrised with (indirectly), by ``client``."""
+    return lambda: WRITES[request.param](client, seeded)
+
+
+@pytest.mark.parametrize("write", list(WRITES), indirect=True)
 async def test_a_write_sends_the_next_search_to_the_network(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    instrumented: WorkingMemory[Any],
-    mode: str,
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], write: Write
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client))
     await done(search(client))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     await done(search(client))
     assert searches(emulator) == 2
 
@@ -382,37 +372,29 @@ async def test_a_write_sends_the_next_search_to_the_network(
 TAGGED_WRITES = ("add", "add-plural-tags", "documents.add", "memories.forget")
 
 
-@pytest.mark.parametrize("write", TAGGED_WRITES)
+@pytest.mark.parametrize("write", TAGGED_WRITES, indirect=True)
 async def test_a_write_naming_tag_a_keeps_tag_b_entries(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    instrumented: WorkingMemory[Any],
-    mode: str,
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], write: Write
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client, tag=TAG))
     await done(search(client, tag=OTHER_TAG))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     await done(search(client, tag=TAG))
     await done(search(client, tag=OTHER_TAG))
     assert searches(emulator) == 3  # only tag A went upstream again
 
 
-@pytest.mark.parametrize("write", ["documents.delete", "documents.update", "settings.update"])
+@pytest.mark.parametrize(
+    "write", ["documents.delete", "documents.update", "settings.update"], indirect=True
+)
 async def test_a_write_naming_no_tag_drops_the_whole_tenant(
-    emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
-    instrumented: WorkingMemory[Any],
-    mode: str,
-    write: str,
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], mode: str, write: Write
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     other_tenant = make_client(mode, emulator.base_url, api_key=OTHER_KEY)
     for each in (client, other_tenant):
         await done(search(each, tag=TAG))
         await done(search(each, tag=OTHER_TAG))
-    await done(WRITES[write](client, seeded))
+    await done(write())
     for each in (client, other_tenant):
         await done(search(each, tag=TAG))
         await done(search(each, tag=OTHER_TAG))
@@ -420,9 +402,8 @@ async def test_a_write_naming_no_tag_drops_the_whole_tenant(
 
 
 async def test_a_batch_invalidates_every_tag_its_items_name(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any]
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client, tag=TAG))
     await done(search(client, tag=OTHER_TAG))
     await done(search(client, tag="user-3"))
@@ -500,9 +481,8 @@ async def test_a_connection_error_reaches_the_caller_uncached(mode: str) -> None
 
 # -- never cached ---------------------------------------------------------------------------------
 async def test_raw_responses_bypass_the_cache(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], mode: str
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client))
     for _ in range(3):
         response = await done(client.search.with_raw_response.memories(q=QUERY, container_tag=TAG))
@@ -516,9 +496,8 @@ async def test_raw_responses_bypass_the_cache(
 
 
 async def test_streaming_responses_bypass_the_cache(
-    emulator: EmulatorServer, seeded: Any, instrumented: WorkingMemory[Any], mode: str
+    emulator: EmulatorServer, client: Any, instrumented: WorkingMemory[Any], mode: str
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     await done(search(client))
     for _ in range(3):
         streamed = client.search.with_streaming_response.memories(q=QUERY, container_tag=TAG)
@@ -535,11 +514,10 @@ async def test_streaming_responses_bypass_the_cache(
 
 async def test_status_polls_are_never_cached(
     emulator: EmulatorServer,
-    seeded: dict[str, list[MemoryEntry]],
+    seeded: Seeded,
+    client: Any,
     instrumented: WorkingMemory[Any],
-    mode: str,
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     document_id = _document_id(seeded)
     for _ in range(3):
         await done(client.documents.get(document_id))
@@ -565,9 +543,8 @@ async def test_clients_created_before_and_after_instrument_are_cached(
 
 # -- wrap() ---------------------------------------------------------------------------------------
 async def test_wrap_returns_a_cached_copy_and_leaves_the_client_untouched(
-    emulator: EmulatorServer, seeded: Any, mode: str
+    emulator: EmulatorServer, client: Any
 ) -> None:
-    client = make_client(mode, emulator.base_url)
     methods = {name: getattr(type(client), name) for name in ("request", "post", "copy")}
     cached = wm_middleware.wrap(client)
     assert cached is not client

@@ -7,23 +7,18 @@ emulator received. Each runs with the sync and the async client.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from importlib.metadata import PackageNotFoundError, version
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-try:
-    _SDK_MAJOR = version("supermemory").split(".")[0]
-except PackageNotFoundError:  # pragma: no cover
-    _SDK_MAJOR = ""
-if _SDK_MAJOR != "5":
+from ..conftest import SDK_MAJOR
+
+if SDK_MAJOR != "5":
     pytest.skip("needs supermemory 5.x", allow_module_level=True)
 
 import supermemory
 import supermemory.client
-import supermemory.core.http_client as http_client
 from supermemory.core.http_response import AsyncHttpResponse, HttpResponse
 from supermemory.types import ListResponse, ProfileResponse, SearchResponse
 
@@ -31,7 +26,7 @@ import wm_middleware
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import done, make_client
+from .conftest import done, instrumentation, make_client
 
 KEY = "sk-a"
 NS = "user-1"
@@ -61,19 +56,7 @@ def emulator(emulator: EmulatorServer) -> EmulatorServer:
     return emulator
 
 
-@pytest.fixture(autouse=True)
-def _fast_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    # The SDK's own retries still happen; only their back-off sleep is shortened.
-    monkeypatch.setattr(http_client, "INITIAL_RETRY_DELAY_SECONDS", 0.0)
-
-
-@contextmanager
-def _instrumented() -> Iterator[WorkingMemory[Any]]:
-    memory = wm_middleware.instrument()
-    try:
-        yield memory
-    finally:
-        wm_middleware.uninstrument()
+pytestmark = pytest.mark.usefixtures("fast_retries")
 
 
 def posts(server: EmulatorServer) -> int:
@@ -152,7 +135,7 @@ async def test_result_equals_uncached_and_mutating_it_never_changes_the_next_hit
 ) -> None:
     client = make_client(mode, emulator.base_url)
     expected = await done(READS[read](client))
-    with _instrumented():
+    with instrumentation():
         first = await done(READS[read](client))
         assert type(first) is type(expected) is TYPES[read]
         # ``search_time`` is measured by the server per request: the rest must be equal.
@@ -272,7 +255,7 @@ async def test_upstream_error_raises_as_without_middleware_and_is_not_cached(
         return raised.type, emulator.count("POST", SEARCH)
 
     expected = await attempt()
-    with _instrumented():
+    with instrumentation():
         assert await attempt() == expected
         if fault != "connection refused":
             client = make_client(mode, emulator.base_url, timeout=0.3)
@@ -335,7 +318,7 @@ async def test_wrap_caches_while_the_original_stays_uncached(
 
 async def test_wrap_under_instrument_caches_once(emulator: EmulatorServer, mode: str) -> None:
     client = make_client(mode, emulator.base_url)
-    with _instrumented() as global_memory:
+    with instrumentation() as global_memory:
         cached = wm_middleware.wrap(client)
         for _ in range(3):
             await done(READS["search"](cached))

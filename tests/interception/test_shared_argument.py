@@ -7,8 +7,6 @@ copied, and ``shared`` beside a ``working_memory`` of another tier is refused.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +17,7 @@ from tests.core.test_shared_tier_hook import LocalTier
 from wm_middleware import WorkingMemory, WorkingMemoryInstrumentor
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import python
 from .conftest import Generation, done
 
 
@@ -75,10 +74,8 @@ def test_a_url_without_redis_py_installed_names_the_extra() -> None:
         "except ImportError as error:\n"
         "    print(error)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert done.stdout.strip() == "shared needs redis-py: pip install 'wm-middleware[redis]'"
+    expected = "shared needs redis-py: pip install 'wm-middleware[redis]'"
+    assert python(program).stdout.strip() == expected
 
 
 @pytest.mark.parametrize("entry", ENTRY_POINTS)

@@ -10,7 +10,7 @@ supermemory-openai-sdk middleware and plain httpx, against the emulator.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import httpx
@@ -21,7 +21,7 @@ from tests.core.test_shared_tier_hook import LocalTier
 from wm_middleware import AsyncCachingTransport, CachingTransport, WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import KEY, QUERY, TAG, Generation, done
+from .conftest import KEY, QUERY, TAG, Generation, done, instrumentation
 
 # Every cached read of each generation: (name, the call on a client).
 READS: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {
@@ -59,6 +59,19 @@ def through_json(tier: LocalTier) -> str:
     text = json.dumps(data, allow_nan=False)  # raises on anything that is not plain JSON data
     tier.stored[key] = json.loads(text)
     return text
+
+
+async def again_from_the_tier(
+    emulator: EmulatorServer, tier: LocalTier, call: Callable[[], Awaitable[Any]]
+) -> tuple[Any, Any]:
+    """``call()`` answered upstream, then ``call()`` again once ``tier`` holds the answer as
+    another process reads it back (without the API key), answered by the tier alone."""
+    original = await call()
+    assert KEY not in through_json(tier)
+    requests = emulator.count()
+    shared = await call()
+    assert emulator.count() == requests  # served by the tier, not upstream
+    return original, shared
 
 
 def test_every_cached_read_of_the_installed_sdk_has_a_codec(generation: Generation) -> None:
@@ -140,12 +153,7 @@ async def test_an_httpx_answer_is_shared_as_status_content_type_and_body_text(
         ) as aclient:
             return await aclient.post("/v4/search", json=body)
 
-    original = await post()
-    text = through_json(tier)
-    assert KEY not in text
-    requests = emulator.count()
-    shared = await post()
-    assert emulator.count() == requests
+    original, shared = await again_from_the_tier(emulator, tier, post)
     assert shared.status_code == original.status_code == 200
     assert shared.content == original.content
     assert shared.json() == original.json()
@@ -164,17 +172,9 @@ async def test_the_openai_middleware_profile_search_is_shared_as_its_two_dicts(
     tier = LocalTier()
 
     async def profile_search() -> Any:
-        wm_middleware.instrument(working_memory=WorkingMemory(shared=tier))
-        try:
+        with instrumentation(working_memory=WorkingMemory(shared=tier)):
             return await middleware.supermemory_profile_search(TAG, QUERY, KEY, emulator.base_url)
-        finally:
-            wm_middleware.uninstrument()
 
-    original = await profile_search()
-    text = through_json(tier)
-    assert KEY not in text
-    requests = emulator.count()
-    shared = await profile_search()
-    assert emulator.count() == requests
+    original, shared = await again_from_the_tier(emulator, tier, profile_search)
     assert type(shared) is type(original)
     assert (shared.profile, shared.search_results) == (original.profile, original.search_results)

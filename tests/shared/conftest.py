@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
+import inspect
 import multiprocessing
+import os
+import signal
 import threading
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 import pytest
 import redis
 
 from wm_middleware import RedisTier
-from wm_middleware._core import TierResult
+from wm_middleware._core import InvalidationSink, TierResult
 
 from ..conftest import wait_until as wait_until
+from . import workers
 from .faults import Proxy
 from .servers import KINDS, Cluster, Server, server_binary
 
@@ -35,6 +39,19 @@ def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:
         process.join(30)
         assert process.exitcode == 0
     return reports
+
+
+def kill_a_leader(redis_url: str, raw: redis.Redis, key: str, lease: float) -> None:
+    """Have a process of its own take the lease of ``key`` (for ``lease`` seconds) and start
+    its fetch, then kill it (SIGKILL): the lease stays, with no leader behind it."""
+    holder = SPAWN.Process(target=workers.hold_lease, args=(redis_url, key, lease))
+    holder.start()
+    try:
+        wait_until(lambda: int(raw.get(workers.COUNTER) or 0) == 1, 30)
+        assert holder.pid is not None
+        os.kill(holder.pid, signal.SIGKILL)
+    finally:
+        holder.join(10)
 
 
 def blocked(raw: redis.Redis) -> int:
@@ -88,13 +105,12 @@ class Sink:
     def __init__(self) -> None:
         self.drops: list[tuple[frozenset[Hashable], frozenset[Hashable], bool]] = []
 
-    def drop_local(
-        self,
-        *,
-        keys: Iterable[Hashable] = (),
-        scopes: Iterable[Hashable] = (),
-        everything: bool = False,
-    ) -> int:
+    def drop_local(self, **change: Any) -> int:
+        """Record one call, its arguments bound as :class:`InvalidationSink` takes them (a call
+        the protocol would refuse raises ``TypeError``)."""
+        bound = inspect.signature(InvalidationSink.drop_local).bind(self, **change)
+        bound.apply_defaults()
+        keys, scopes, everything = (bound.arguments[n] for n in ("keys", "scopes", "everything"))
         self.drops.append((frozenset(keys), frozenset(scopes), everything))
         return 0
 

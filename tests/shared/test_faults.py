@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
-import signal
 import time
 from collections.abc import Iterator
 
@@ -20,7 +18,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, Sink, blocked, wait_until
+from .conftest import HeldLeader, InThread, Sink, blocked, kill_a_leader, wait_until
 from .faults import Proxy
 from .servers import Server
 from .workers import COUNTER
@@ -62,7 +60,6 @@ def unreachable(fault: str, server: Server, proxy: Proxy) -> Iterator[None]:
         server.client().execute_command("CLIENT", "UNPAUSE")
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 @pytest.mark.parametrize("fault", ["restart", "cut", "pause"])
 def test_a_failed_invalidation_is_replayed_before_anything_is_served(
     aof_server: Server, fault: str, mode: str
@@ -154,7 +151,6 @@ def test_a_store_refused_for_memory_releases_the_lease_and_wakes_waiters(
 # -- 4. op_timeout bounds a whole reply, even on a trickling link ------------------------------
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -> None:
     tier = RedisTier(proxy.url, op_timeout=0.05, breaker_errors=100)
     value = {"body": "x" * 4000}  # ~4 KB: 40 s at one byte every 10 ms
@@ -190,14 +186,7 @@ def test_a_slow_link_is_served_and_a_stalled_one_bounded(proxy: Proxy) -> None:
 def test_after_a_leader_dies_one_waiter_takes_over_and_the_rest_wait(
     redis_url: str, raw: redis.Redis
 ) -> None:
-    holder = SPAWN.Process(target=workers.hold_lease, args=(redis_url, "q", 2.0))
-    holder.start()
-    try:
-        wait_until(lambda: int(raw.get(COUNTER) or 0) == 1, 30)
-        assert holder.pid is not None
-        os.kill(holder.pid, signal.SIGKILL)
-    finally:
-        holder.join(10)
+    kill_a_leader(redis_url, raw, "q", lease=2.0)
     tiers = [RedisTier(redis_url, lease=2.0) for _ in range(4)]
 
     def fetch() -> str:

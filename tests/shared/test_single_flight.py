@@ -3,23 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
 import threading
 import time
 from typing import Any
 
-import pytest
 import redis
 
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, blocked, fleet, wait_until
+from .conftest import HeldLeader, InThread, blocked, fleet, kill_a_leader, wait_until
 from .workers import COUNTER
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_three_processes_of_ten_callers_make_one_upstream_fetch(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:
@@ -32,7 +28,6 @@ def test_three_processes_of_ten_callers_make_one_upstream_fetch(
     assert all(errors == 0 for _, errors in reports)
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:
@@ -90,14 +85,7 @@ def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
 
 
 def test_dead_leader_is_replaced_when_its_lease_expires(redis_url: str, raw: redis.Redis) -> None:
-    holder = SPAWN.Process(target=workers.hold_lease, args=(redis_url, "q", 1.0))
-    holder.start()
-    try:
-        wait_until(lambda: int(raw.get(COUNTER) or 0) == 1, 30)
-        assert holder.pid is not None
-        os.kill(holder.pid, signal.SIGKILL)
-    finally:
-        holder.join(10)
+    kill_a_leader(redis_url, raw, "q", lease=1.0)
     tier = RedisTier(redis_url, lease=1.0)
     waits: list[str] = []
     tier.on_operation = lambda outcome, _s: waits.append(outcome)

@@ -16,7 +16,6 @@ from .servers import Server
 from .workers import COUNTER
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_fleet_of_memories_fetches_once_and_accounts_every_lookup(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import gzip
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
@@ -25,6 +24,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 
+from ._loopback_http import QuietHandler, serving
+
 
 @dataclass
 class Received:
@@ -35,6 +36,16 @@ class Received:
     raw: bytes = b""
     # every exported metric with its resource's attributes, in arrival order
     resource_metrics: list[tuple[dict[str, Any], Any]] = field(default_factory=list)
+    # the receiver's threads record one export at a time
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+
+    def arrived(self, path: str, raw: bytes, signal: _Signal | None, request: Any) -> None:
+        """One export request at ``path``: its bytes, and what it holds if ``signal`` is known."""
+        with self._lock:
+            self.paths.append(path)
+            self.raw += raw
+            if signal is not None:
+                signal.take(self, request)
 
 
 def value_of(any_value: Any) -> Any:
@@ -64,54 +75,41 @@ def _take_metrics(got: Received, request: ExportMetricsServiceRequest) -> None:
                 got.resource_metrics.append((resource, metric))
 
 
-class _Receiver(ThreadingHTTPServer):
-    received: Received
-    lock: threading.Lock
+@dataclass(frozen=True)
+class _Signal:
+    """One OTLP signal: its export request and response messages, and how it is recorded."""
+
+    request: Any
+    response: Any
+    take: Callable[[Received, Any], None]
 
 
-class _Handler(BaseHTTPRequestHandler):
-    server: _Receiver
-
-    def do_POST(self) -> None:
-        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        if self.headers.get("Content-Encoding") == "gzip":
-            body = gzip.decompress(body)
-        got = self.server.received
-        with self.server.lock:
-            got.paths.append(self.path)
-            got.raw += body
-            if self.path == "/v1/traces":
-                _take_traces(got, ExportTraceServiceRequest.FromString(body))
-                answer = ExportTraceServiceResponse().SerializeToString()
-            elif self.path == "/v1/metrics":
-                _take_metrics(got, ExportMetricsServiceRequest.FromString(body))
-                answer = ExportMetricsServiceResponse().SerializeToString()
-            else:
-                self.send_response(404)
-                self.end_headers()
-                return
-        self.send_response(200)
-        self.send_header("Content-Type", "application/x-protobuf")
-        self.send_header("Content-Length", str(len(answer)))
-        self.end_headers()
-        self.wfile.write(answer)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+_TRACES = _Signal(ExportTraceServiceRequest, ExportTraceServiceResponse, _take_traces)
+_METRICS = _Signal(ExportMetricsServiceRequest, ExportMetricsServiceResponse, _take_metrics)
+_HTTP_PATHS = {"/v1/traces": _TRACES, "/v1/metrics": _METRICS}
 
 
 @contextmanager
 def http_receiver() -> Iterator[tuple[str, Received]]:
     """An OTLP/HTTP receiver on 127.0.0.1: (its base URL, what it received)."""
-    server = _Receiver(("127.0.0.1", 0), _Handler)
-    server.received = Received()
-    server.lock = threading.Lock()
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}", server.received
-    server.shutdown()
-    server.server_close()
-    thread.join(10)
+    got = Received()
+
+    class Handler(QuietHandler):
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            if self.headers.get("Content-Encoding") == "gzip":
+                body = gzip.decompress(body)
+            signal = _HTTP_PATHS.get(self.path)
+            request = signal.request.FromString(body) if signal else None
+            got.arrived(self.path, body, signal, request)
+            if signal is None:
+                self.reply(404)
+            else:
+                answer = signal.response().SerializeToString()
+                self.reply(200, answer, "application/x-protobuf")
+
+    with serving(Handler) as port:
+        yield f"http://127.0.0.1:{port}", got
 
 
 @contextmanager
@@ -124,27 +122,22 @@ def grpc_receiver() -> Iterator[tuple[str, Received]]:
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2_grpc
 
     got = Received()
-    lock = threading.Lock()
 
-    class Traces(trace_service_pb2_grpc.TraceServiceServicer):  # type: ignore[misc]
-        def Export(self, request: Any, context: Any) -> Any:
-            with lock:
-                got.paths.append("grpc traces")
-                got.raw += request.SerializeToString()
-                _take_traces(got, request)
-            return ExportTraceServiceResponse()
+    def servicer(base: type, signal: _Signal, path: str) -> Any:
+        class Servicer(base):  # type: ignore[misc, valid-type]
+            def Export(self, request: Any, context: Any) -> Any:
+                got.arrived(path, request.SerializeToString(), signal, request)
+                return signal.response()
 
-    class Metrics(metrics_service_pb2_grpc.MetricsServiceServicer):  # type: ignore[misc]
-        def Export(self, request: Any, context: Any) -> Any:
-            with lock:
-                got.paths.append("grpc metrics")
-                got.raw += request.SerializeToString()
-                _take_metrics(got, request)
-            return ExportMetricsServiceResponse()
+        return Servicer()
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
-    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(Traces(), server)
-    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(Metrics(), server)
+    trace_service_pb2_grpc.add_TraceServiceServicer_to_server(
+        servicer(trace_service_pb2_grpc.TraceServiceServicer, _TRACES, "grpc traces"), server
+    )
+    metrics_service_pb2_grpc.add_MetricsServiceServicer_to_server(
+        servicer(metrics_service_pb2_grpc.MetricsServiceServicer, _METRICS, "grpc metrics"), server
+    )
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     yield f"http://127.0.0.1:{port}", got

@@ -19,12 +19,12 @@ and the ``otlptranslator`` naming it uses):
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from ._loopback_http import QuietHandler
+from ._loopback_http import serving as loopback_serving
 from ._otlp_receiver import Received, attributes_of
 
 _INVALID = re.compile(r"[^a-zA-Z0-9_:]+")
@@ -87,17 +87,12 @@ def exposition(received: Received) -> str:
     types: dict[str, str] = {}
     for resource, metric in list(received.resource_metrics):
         kind = metric.WhichOneof("data")
-        if kind == "sum":
-            monotonic = metric.sum.is_monotonic
+        if kind in ("sum", "gauge"):
+            data = getattr(metric, kind)
+            monotonic = kind == "sum" and data.is_monotonic
             name = metric_name(metric.name, metric.unit, monotonic)
             types[name] = "counter" if monotonic else "gauge"
-            for point in metric.sum.data_points:
-                value = point.as_double if point.HasField("as_double") else point.as_int
-                series[(name, _labels(_point_labels(point, resource)))] = (name, float(value))
-        elif kind == "gauge":
-            name = metric_name(metric.name, metric.unit, False)
-            types[name] = "gauge"
-            for point in metric.gauge.data_points:
+            for point in data.data_points:
                 value = point.as_double if point.HasField("as_double") else point.as_int
                 series[(name, _labels(_point_labels(point, resource)))] = (name, float(value))
         elif kind == "histogram":
@@ -135,24 +130,9 @@ def _histogram(
 def serving(received: Received) -> Iterator[int]:
     """Serve :func:`exposition` of ``received`` on 127.0.0.1 at ``/metrics``; yields the port."""
 
-    class Handler(BaseHTTPRequestHandler):
+    class Handler(QuietHandler):
         def do_GET(self) -> None:
-            body = exposition(received).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "text/plain; version=0.0.4")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+            self.reply(200, exposition(received).encode(), "text/plain; version=0.0.4")
 
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield int(server.server_address[1])
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(10)
+    with loopback_serving(Handler) as port:
+        yield port

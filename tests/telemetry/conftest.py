@@ -3,12 +3,16 @@
 Every test gets its own ``TracerProvider`` (``InMemorySpanExporter`` behind a
 ``SimpleSpanProcessor``) and ``MeterProvider`` (``InMemoryMetricReader``); nothing global is set
 in this process. Tests that need global providers run in a subprocess (see test_otlp.py).
+
+Tests that ask for ``mode`` run twice, ``"sync"`` and ``"async"``; :func:`read_once` and
+:func:`write_once` drive a ``Runtime`` in that mode, :func:`coalesce` makes coalesced reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,6 +31,8 @@ from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, Telemetry
 from ..conftest import until as until
 
 SERVER = ("memory.example", 8443)
+RECORDS = ("peanut allergy", "likes tea")
+"""What the synthetic upstream returns for a read."""
 
 
 @dataclass
@@ -115,6 +121,11 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _uninstrument()
 
 
+@pytest.fixture(params=["sync", "async"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 def _uninstrument() -> None:
     if wm_middleware.WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry:
         wm_middleware.uninstrument()
@@ -160,6 +171,48 @@ def make_read(
 
 def make_write(tag: str = "user-1", *, tenant: str = "tenant-a", deletes: bool = False) -> Write:
     return Write("documents.add", ((tenant, tag),), SERVER, deletes=deletes)
+
+
+async def read_once(
+    runtime: Runtime, read: Read, mode: str, fetch: Callable[[], Any] | None = None
+) -> Any:
+    """``runtime.read`` (``mode`` "sync") or ``runtime.aread`` of ``read``; upstream returns
+    what ``fetch`` returns (or raises), :data:`RECORDS` without one."""
+    fetch = fetch or (lambda: RECORDS)
+    if mode == "sync":
+        return runtime.read(read, fetch)
+
+    async def afetch() -> Any:
+        return fetch()
+
+    return await runtime.aread(read, afetch)
+
+
+async def write_once(runtime: Runtime, write: Write, mode: str, call: Callable[[], Any]) -> Any:
+    """``runtime.write`` (``mode`` "sync") or ``runtime.awrite`` of ``write`` around ``call``."""
+    if mode == "sync":
+        return runtime.write(write, call)
+
+    async def acall() -> Any:
+        return call()
+
+    return await runtime.awrite(write, acall)
+
+
+async def coalesce(runtime: Runtime, read: Read, callers: int = 2) -> list[Any]:
+    """``callers`` tasks read ``read`` at once: the leader's fetch waits until all the others
+    have joined its flight (coalesced), then returns :data:`RECORDS`. Their values, in order."""
+    release = asyncio.Event()
+
+    async def slow() -> Any:
+        await release.wait()
+        return RECORDS
+
+    joined = runtime.memory.stats().coalesced + callers - 1
+    tasks = [asyncio.create_task(runtime.aread(read, slow)) for _ in range(callers)]
+    await until(lambda: runtime.memory.stats().coalesced >= joined)
+    release.set()
+    return list(await asyncio.gather(*tasks))
 
 
 # ``until`` is tests/conftest.py's; importable from here as before.

@@ -16,9 +16,7 @@ import pytest
 
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, OPENINFERENCE_ENV, Telemetry
 
-from .conftest import SERVER, Otel, make_read, make_runtime, make_write, until
-
-RECORDS = ("peanut allergy", "likes tea")
+from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime, make_write
 
 
 def _openinference(otel: Otel) -> Any:
@@ -29,16 +27,7 @@ def _openinference(otel: Otel) -> Any:
 
 async def _reads(runtime: Any) -> None:
     read = make_read("what does alex eat")
-    release = asyncio.Event()
-
-    async def slow() -> Any:
-        await release.wait()
-        return RECORDS
-
-    tasks = [asyncio.create_task(runtime.aread(read, slow)) for _ in range(2)]
-    await until(lambda: runtime.memory.stats().coalesced >= 1)
-    release.set()
-    await asyncio.gather(*tasks)
+    await coalesce(runtime, read)  # a miss and a coalesced read
     runtime.read(read, lambda: RECORDS)
     runtime.bypass("search.memories", SERVER, lambda: RECORDS, "what does alex eat", len)
     runtime.write(make_write(), lambda: None)

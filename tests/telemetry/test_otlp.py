@@ -15,6 +15,7 @@ import subprocess
 import sys
 import textwrap
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -177,27 +178,60 @@ def _check_export(received: Received, service: str) -> None:
     assert b"peanut" not in received.raw  # the query is not exported by default
 
 
-def test_instrument_with_otlp_endpoint_exports_spans_and_metrics_flushed_at_exit(
-    emulator: EmulatorServer, receiver: tuple[str, Received]
+@dataclass(frozen=True)
+class Export:
+    """One way of asking for OTLP export, and where it must arrive."""
+
+    receiver: str  # the fixture: "receiver" (HTTP) or "grpc_receiver"
+    given: str  # "endpoint": otlp_endpoint=; "env": OTEL_EXPORTER_OTLP_ENDPOINT alone
+    service: str  # OTEL_SERVICE_NAME
+    paths: frozenset[str]  # what the receiver was called on
+    variables: dict[str, str] = field(default_factory=dict)
+
+
+HTTP_PATHS = frozenset({"/v1/traces", "/v1/metrics"})
+GRPC_PATHS = frozenset({"grpc traces", "grpc metrics"})
+EXPORTS = {
+    "otlp_endpoint argument": Export("receiver", "endpoint", "agent-under-test", HTTP_PATHS),
+    "OTEL_EXPORTER_OTLP_ENDPOINT alone": Export("receiver", "env", "agent-from-env", HTTP_PATHS),
+    "grpc protocol from the environment": Export(
+        "grpc_receiver",
+        "endpoint",
+        "agent-over-grpc",
+        GRPC_PATHS,
+        {"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"},
+    ),
+    "protocol per signal wins over the general variable": Export(
+        "grpc_receiver",
+        "env",
+        "agent-per-signal",
+        GRPC_PATHS,
+        {
+            "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
+            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
+            "OTEL_EXPORTER_OTLP_METRICS_PROTOCOL": "grpc",
+        },
+    ),
+}
+
+
+@pytest.mark.parametrize("export", EXPORTS.values(), ids=list(EXPORTS))
+def test_instrument_exports_spans_and_metrics_flushed_at_exit(
+    emulator: EmulatorServer, request: pytest.FixtureRequest, export: Export
 ) -> None:
-    endpoint, received = receiver
+    endpoint, received = request.getfixturevalue(export.receiver)
+    variable = "WM_TEST_ENDPOINT" if export.given == "endpoint" else "OTEL_EXPORTER_OTLP_ENDPOINT"
     report = run_program(
-        emulator, "endpoint", WM_TEST_ENDPOINT=endpoint, OTEL_SERVICE_NAME="agent-under-test"
+        emulator,
+        export.given,
+        **{variable: endpoint},
+        **export.variables,
+        OTEL_SERVICE_NAME=export.service,
     )
     assert report["tracer_provider"].startswith("opentelemetry.sdk")
     assert report["meter_provider"].startswith("opentelemetry.sdk")
-    assert set(received.paths) == {"/v1/traces", "/v1/metrics"}
-    _check_export(received, "agent-under-test")
-
-
-def test_otlp_endpoint_variable_alone_installs_the_exporters(
-    emulator: EmulatorServer, receiver: tuple[str, Received]
-) -> None:
-    endpoint, received = receiver
-    run_program(
-        emulator, "env", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint, OTEL_SERVICE_NAME="agent-from-env"
-    )
-    _check_export(received, "agent-from-env")
+    assert set(received.paths) == export.paths
+    _check_export(received, export.service)
 
 
 def test_service_name_from_otel_resource_attributes_is_honoured(
@@ -235,37 +269,6 @@ def test_otlp_variable_without_the_otlp_extra_does_not_break_instrument(
     report = run_program(emulator, "no-extra", OTEL_EXPORTER_OTLP_ENDPOINT=endpoint)
     assert not report["tracer_provider"].startswith("opentelemetry.sdk")
     assert received.paths == []
-
-
-def test_grpc_protocol_from_the_environment_exports_over_grpc(
-    emulator: EmulatorServer, grpc_receiver: tuple[str, Received]
-) -> None:
-    endpoint, received = grpc_receiver
-    run_program(
-        emulator,
-        "endpoint",
-        WM_TEST_ENDPOINT=endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL="grpc",
-        OTEL_SERVICE_NAME="agent-over-grpc",
-    )
-    assert set(received.paths) == {"grpc traces", "grpc metrics"}
-    _check_export(received, "agent-over-grpc")
-
-
-def test_protocol_per_signal_wins_over_the_general_variable(
-    emulator: EmulatorServer, grpc_receiver: tuple[str, Received]
-) -> None:
-    endpoint, received = grpc_receiver
-    run_program(
-        emulator,
-        "env",
-        OTEL_EXPORTER_OTLP_ENDPOINT=endpoint,
-        OTEL_EXPORTER_OTLP_PROTOCOL="http/protobuf",
-        OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc",
-        OTEL_EXPORTER_OTLP_METRICS_PROTOCOL="grpc",
-        OTEL_SERVICE_NAME="agent-per-signal",
-    )
-    _check_export(received, "agent-per-signal")
 
 
 def test_opentelemetry_instrument_with_the_distro_at_its_defaults_exports_over_grpc(

@@ -10,14 +10,10 @@ subprocess timeout only bounds the test; what is asserted is that it exited and 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import textwrap
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -30,6 +26,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (  # noqa: 
 )
 
 from wm_middleware.emulator import EmulatorServer  # noqa: E402
+
+from ..conftest import free_port  # noqa: E402
+from ._loopback_http import QuietHandler, serving  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 GENERATION = supermemory.__version__.split(".")[0]
@@ -53,31 +52,30 @@ PROGRAM = textwrap.dedent(
 )
 
 
-def _closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
-def test_no_collector_exits_promptly_with_one_line(protocol: str) -> None:
+def _run_snippet(endpoint: str, protocol: str) -> subprocess.CompletedProcess[str]:
+    """The snippet against a fresh emulator, exporting to ``endpoint`` over ``protocol``."""
     with EmulatorServer() as server:
         env = {
             **os.environ,
             "WM_TEST_REPO": str(REPO),
             "WM_TEST_BASE_URL": server.base_url,
-            "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{_closed_port()}",
+            "OTEL_EXPORTER_OTLP_ENDPOINT": endpoint,
             "OTEL_EXPORTER_OTLP_PROTOCOL": protocol,
         }
         env.pop("OTEL_SDK_DISABLED", None)
-        done = subprocess.run(
+        return subprocess.run(
             [sys.executable, "-c", PROGRAM],
             env=env,
             capture_output=True,
             text=True,
             timeout=120,
         )
+
+
+@pytest.mark.parametrize("protocol", ["http/protobuf", "grpc"])
+def test_no_collector_exits_promptly_with_one_line(protocol: str) -> None:
+    closed = free_port()  # bound, then released: nothing listens there
+    done = _run_snippet(f"http://127.0.0.1:{closed}", protocol)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "searched"
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -88,50 +86,22 @@ def test_no_collector_exits_promptly_with_one_line(protocol: str) -> None:
     assert "said once" in line
 
 
-class _TracesOnly(BaseHTTPRequestHandler):
+class _TracesOnly(QuietHandler):
     """A traces-only backend: accepts /v1/traces, answers every metrics export with 405."""
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
         if self.path == "/v1/traces":
-            body = ExportTraceServiceResponse().SerializeToString()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/x-protobuf")
+            self.reply(
+                200, ExportTraceServiceResponse().SerializeToString(), "application/x-protobuf"
+            )
         else:
-            body = b"method not allowed"
-            self.send_response(405)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
+            self.reply(405, b"method not allowed")
 
 
 def test_a_traces_only_backend_is_said_once_for_metrics() -> None:
-    backend = ThreadingHTTPServer(("127.0.0.1", 0), _TracesOnly)
-    thread = threading.Thread(target=backend.serve_forever, daemon=True)
-    thread.start()
-    try:
-        with EmulatorServer() as server:
-            env = {
-                **os.environ,
-                "WM_TEST_REPO": str(REPO),
-                "WM_TEST_BASE_URL": server.base_url,
-                "OTEL_EXPORTER_OTLP_ENDPOINT": f"http://127.0.0.1:{backend.server_address[1]}",
-                "OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf",
-            }
-            done = subprocess.run(
-                [sys.executable, "-c", PROGRAM],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=120,
-            )
-    finally:
-        backend.shutdown()
-        backend.server_close()
-        thread.join(10)
+    with serving(_TracesOnly) as port:
+        done = _run_snippet(f"http://127.0.0.1:{port}", "http/protobuf")
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1, lines

@@ -12,12 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import re
-import shutil
-import subprocess
 import threading
-import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -30,17 +25,9 @@ if importlib.util.find_spec("supermemory_openai") is None:
         "the demo needs supermemory 3.x and supermemory-openai-sdk", allow_module_level=True
     )
 
-from ..test_observability_stack import (  # noqa: E402
-    _free_port,
-    _has_finite_sample,
-    _load_dashboard,
-    _panel_queries,
-    _query,
-    _substitute,
-    _variable_queries,
-)
 from ._otlp_receiver import Received, http_receiver  # noqa: E402
 from ._prometheus_exposition import exposition, metric_name, serving  # noqa: E402
+from ._prometheus_server import Prometheus, prometheus, scrape_job  # noqa: E402
 
 DEMO_SECONDS = 35.0
 JOBS = {"agent-cached", "agent-uncached"}
@@ -146,82 +133,28 @@ def _check_exposition(text: str) -> None:
 
 
 def test_dashboard_queries_over_the_otlp_path(tmp_path: Path) -> None:
-    binary = shutil.which("prometheus")
-    if binary is None:
-        pytest.skip("no `prometheus` binary (CI installs it: apt-get install -y prometheus)")
     failures: list[BaseException] = []
     with http_receiver() as (endpoint, received), serving(received) as exporter_port:
-        player = _play(endpoint, failures)
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "scrape_configs": [
-                {
-                    "job_name": "otel-collector",
-                    "honor_labels": True,  # as examples/observability/prometheus.yml
-                    "scrape_interval": "1s",
-                    "static_configs": [{"targets": [f"127.0.0.1:{exporter_port}"]}],
-                }
-            ],
-        }
-        config_file = tmp_path / "prometheus.yml"
-        config_file.write_text(yaml.safe_dump(config), encoding="utf-8")
-        port = _free_port()
-        base = f"http://127.0.0.1:{port}"
-        log = (tmp_path / "prometheus.log").open("wb")
-        process = subprocess.Popen(
-            [
-                binary,
-                f"--config.file={config_file}",
-                f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                f"--web.listen-address=127.0.0.1:{port}",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        try:
-            _run_queries(base, process, tmp_path)
-            _check_what_arrived(received)
-            _check_exposition(exposition(received))
-        finally:
-            process.terminate()
+        # honor_labels as examples/observability/prometheus.yml: the job is the service.name
+        scrapes = [scrape_job("otel-collector", exporter_port, honor_labels=True)]
+        with prometheus(tmp_path, scrapes) as server:
+            player = _play(endpoint, failures)
             try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=10)
-            log.close()
-            player.join(timeout=DEMO_SECONDS + 60)
+                server.wait_for_dashboard_data()
+                _check_jobs(server)
+                _check_what_arrived(received)
+                _check_exposition(exposition(received))
+            finally:
+                player.join(timeout=DEMO_SECONDS + 60)
     assert not failures, failures
 
 
-def _run_queries(base: str, process: subprocess.Popen[bytes], tmp_path: Path) -> None:
-    dashboard = _load_dashboard()
-    pending = dict.fromkeys(_panel_queries(dashboard) + _variable_queries(dashboard), "not run")
-    deadline = time.monotonic() + 120
-    while pending and time.monotonic() < deadline:
-        assert process.poll() is None, (tmp_path / "prometheus.log").read_text()[-4000:]
-        for title, expr in list(pending):
-            try:
-                result = _query(base, _substitute(expr))
-            except (urllib.error.URLError, ConnectionError, TimeoutError) as error:
-                pending[(title, expr)] = f"prometheus not answering: {error}"
-                continue
-            if result and _has_finite_sample(result):
-                del pending[(title, expr)]
-            else:
-                pending[(title, expr)] = f"result {result}"
-        if pending:
-            time.sleep(1)
-    assert not pending, "queries without data:\n" + "\n".join(
-        f"- {title}: {expr}\n  {why}" for (title, expr), why in pending.items()
-    )
-    jobs = {s["metric"]["job"] for s in _query(base, "sum by (job) (wm_cache_requests_total)")}
-    assert jobs == JOBS
-    bypass = _query(base, 'sum by (job) (wm_cache_requests_total{wm_cache_result="bypass"})')
-    assert {s["metric"]["job"] for s in bypass} == {"agent-uncached"}
-    standard = _query(
-        base,
+def _check_jobs(server: Prometheus) -> None:
+    assert server.jobs("sum by (job) (wm_cache_requests_total)") == JOBS
+    bypass = 'sum by (job) (wm_cache_requests_total{wm_cache_result="bypass"})'
+    assert server.jobs(bypass) == {"agent-uncached"}
+    standard = (
         "histogram_quantile(0.5, sum by (job, le) "
-        "(rate(gen_ai_client_operation_duration_seconds_bucket[30s])))",
+        "(rate(gen_ai_client_operation_duration_seconds_bucket[30s])))"
     )
-    assert {s["metric"]["job"] for s in standard} == JOBS
+    assert server.jobs(standard) == JOBS

@@ -16,7 +16,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import socket
 import subprocess
 import sys
 import textwrap
@@ -38,6 +37,9 @@ pytest.importorskip("supermemory_openai", reason="the demo needs supermemory 3.x
 
 from wm_middleware.emulator import EmulatorServer  # noqa: E402
 
+from ..conftest import free_port  # noqa: E402
+from ._server_process import log_tail, server_process  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
 API_KEY = "sk-phoenix-KEY-MARKER-5c2a"
 QUERY = "does alex still have the peanut allergy"
@@ -58,12 +60,6 @@ APP = textwrap.dedent(
     wm_middleware.uninstrument()
     """
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _get(url: str) -> Any:
@@ -106,7 +102,7 @@ class Phoenix:
 
 @pytest.fixture(scope="module")
 def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
-    http_port, grpc_port = _free_port(), _free_port()
+    http_port, grpc_port = free_port(), free_port()
     work = tmp_path_factory.mktemp("phoenix")
     env = {
         **os.environ,
@@ -116,17 +112,12 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         "PHOENIX_GRPC_PORT": str(grpc_port),
         "PHOENIX_TELEMETRY_ENABLED": "false",
     }
-    log = (work / "phoenix.log").open("wb")
-    process = subprocess.Popen(
-        [PHOENIX_PYTHON, "-m", "phoenix.server.main", "serve"],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    server = Phoenix(http_port, grpc_port)
-    try:
+    log = work / "phoenix.log"
+    argv = [PHOENIX_PYTHON, "-m", "phoenix.server.main", "serve"]
+    with server_process(argv, log, env=env, stop_timeout=20) as process:
+        server = Phoenix(http_port, grpc_port)
         for _ in range(360):  # up to 3 minutes on a busy machine
-            assert process.poll() is None, (work / "phoenix.log").read_text()[-3000:]
+            assert process.poll() is None, log_tail(log, 3000)
             try:
                 urllib.request.urlopen(f"{server.base}/healthz", timeout=2).close()
                 break
@@ -135,14 +126,6 @@ def phoenix(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Phoenix]:
         else:
             raise AssertionError("Phoenix did not start")
         yield server
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=20)
-        log.close()
 
 
 def _check_tree(spans: list[dict[str, Any]]) -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -28,33 +28,18 @@ from opentelemetry.trace import NonRecordingSpan, SpanKind, StatusCode
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, capture_content_enabled
 
 from ..conftest import wait_until as _wait_for
-from .conftest import SERVER, Otel, make_read, make_runtime, make_write, until
-
-RECORDS = ("peanut allergy", "likes tea")
-MODES = ["sync", "async"]
-
-
-async def read_once(
-    runtime: Any, read: Any, mode: str, fetch: Callable[[], Any] | None = None
-) -> Any:
-    fetch = fetch or (lambda: RECORDS)
-    if mode == "sync":
-        return runtime.read(read, fetch)
-
-    async def afetch() -> Any:
-        return fetch()
-
-    return await runtime.aread(read, afetch)
-
-
-async def write_once(runtime: Any, write: Any, mode: str, call: Callable[[], Any]) -> Any:
-    if mode == "sync":
-        return runtime.write(write, call)
-
-    async def acall() -> Any:
-        return call()
-
-    return await runtime.awrite(write, acall)
+from .conftest import (
+    RECORDS,
+    SERVER,
+    Otel,
+    coalesce,
+    make_read,
+    make_runtime,
+    make_write,
+    read_once,
+    until,
+    write_once,
+)
 
 
 def attributes(span: ReadableSpan) -> dict[str, Any]:
@@ -62,7 +47,6 @@ def attributes(span: ReadableSpan) -> dict[str, Any]:
 
 
 # -- span shape --------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 async def test_miss_then_hit_make_one_search_memory_span_each(otel: Otel, mode: str) -> None:
     runtime = make_runtime(otel)
     read = make_read()
@@ -87,7 +71,6 @@ async def test_miss_then_hit_make_one_search_memory_span_each(otel: Otel, mode: 
     assert hit.status.status_code is StatusCode.UNSET
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_upstream_call_of_a_miss_is_a_child_of_its_span_and_a_hit_has_none(
     otel: Otel, mode: str
 ) -> None:
@@ -110,7 +93,6 @@ async def test_upstream_call_of_a_miss_is_a_child_of_its_span_and_a_hit_has_none
     assert not [s for s in otel.spans() if s.parent and s.parent.span_id == hit.context.span_id]
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_read_span_is_a_child_of_the_callers_span(otel: Otel, mode: str) -> None:
     runtime = make_runtime(otel)
     tracer = otel.tracer_provider.get_tracer("app")
@@ -200,7 +182,6 @@ class UpstreamError(Exception):
     """Not a builtin: ``error.type`` is its fully qualified name."""
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_failed_read_is_an_error_span_recorded_once_and_not_cached(
     otel: Otel, mode: str
 ) -> None:
@@ -237,7 +218,6 @@ async def test_error_type_is_the_same_on_the_span_and_the_duration_metric(otel: 
     assert point.attributes["error.type"] == attributes(span)["error.type"]
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_failed_bypass_is_an_error_span(otel: Otel, mode: str) -> None:
     runtime = make_runtime(otel)
 
@@ -261,7 +241,6 @@ async def test_failed_bypass_is_an_error_span(otel: Otel, mode: str) -> None:
 
 
 # -- writes ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize(("deletes", "name"), [(False, "upsert_memory"), (True, "delete_memory")])
 async def test_write_span_counts_the_entries_it_invalidated(
     otel: Otel, mode: str, deletes: bool, name: str
@@ -302,7 +281,6 @@ async def test_failed_write_is_an_error_span_that_still_invalidates(otel: Otel) 
 
 
 # -- options -----------------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 async def test_trace_hits_false_makes_no_hit_spans_but_counts_every_hit(
     otel: Otel, mode: str
 ) -> None:
@@ -315,7 +293,6 @@ async def test_trace_hits_false_makes_no_hit_spans_but_counts_every_hit(
     assert otel.requests() == {("miss", "search.memories"): 1, ("hit", "search.memories"): 199}
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_cache_false_goes_upstream_every_time_recorded_as_bypass(
     otel: Otel, mode: str
 ) -> None:
@@ -346,7 +323,6 @@ async def test_cache_false_spans_still_report_the_record_count(otel: Otel) -> No
 
 
 # -- suppression, sampling ---------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 async def test_suppressed_reads_make_no_span(otel: Otel, mode: str) -> None:
     runtime = make_runtime(otel)
     read = make_read()
@@ -359,7 +335,6 @@ async def test_suppressed_reads_make_no_span(otel: Otel, mode: str) -> None:
     assert otel.spans() == []
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_suppressed_write_makes_no_span(otel: Otel, mode: str) -> None:
     runtime = make_runtime(otel)
     with suppress_instrumentation():
@@ -390,7 +365,6 @@ _SPAN_SETTERS = (
 )
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_no_attribute_work_on_a_span_that_is_not_recording(
     otel: Otel, mode: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -411,11 +385,6 @@ async def test_no_attribute_work_on_a_span_that_is_not_recording(
     dropped = Otel(provider, otel.meter_provider, otel.exporter, otel.reader)
     runtime = make_runtime(dropped)
     read = make_read()
-    release = asyncio.Event()
-
-    async def slow() -> Any:
-        await release.wait()
-        return RECORDS
 
     await read_once(runtime, read, mode)  # miss
     await read_once(runtime, read, mode)  # hit
@@ -423,10 +392,7 @@ async def test_no_attribute_work_on_a_span_that_is_not_recording(
         await read_once(runtime, make_read("boom"), mode, _raise)
     runtime.bypass("search.memories", SERVER, lambda: RECORDS, "query")
     await write_once(runtime, make_write(), mode, lambda: "ok")
-    tasks = [asyncio.create_task(runtime.aread(make_read("slow"), slow)) for _ in range(2)]
-    await until(lambda: runtime.memory.stats().coalesced >= 1)
-    release.set()
-    await asyncio.gather(*tasks)
+    await coalesce(runtime, make_read("slow"))
 
     assert calls == []
     assert processor.started == processor.ended == []
@@ -449,7 +415,6 @@ class _RaisingExporter(SpanExporter):
         raise RuntimeError("the collector is down")
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_an_exporter_that_raises_changes_no_result(otel: Otel, mode: str) -> None:
     exporter = _RaisingExporter()
     provider = TracerProvider()

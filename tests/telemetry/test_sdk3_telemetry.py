@@ -35,7 +35,6 @@ from wm_middleware.emulator import EmulatorServer
 API_KEY = "sk-telemetry-KEY-MARKER-51c2"
 TAG = "user-1"
 SEARCH = "/v4/search"
-MODES = ["sync", "async"]
 
 
 @pytest.fixture(scope="module")
@@ -69,6 +68,12 @@ def client(server: EmulatorServer, mode: str, **options: Any) -> Any:
     return made
 
 
+def instrumented_client(otel: Otel, server: EmulatorServer, mode: str, **options: Any) -> Any:
+    """``instrument()`` with ``options`` on ``otel``'s providers, then a client of ``mode``."""
+    instrument(otel, **options)
+    return client(server, mode)
+
+
 @pytest.fixture(autouse=True)
 async def _close_clients() -> Any:
     """Close async clients on their own loop (else their pools close on a dead one)."""
@@ -99,12 +104,10 @@ def httpx_spans(otel: Otel) -> Iterator[None]:
 
 
 # -- spans of reads ----------------------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 async def test_read_spans_name_operation_server_records_and_result(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
-    instrument(otel)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode)
     first = await call(c.search.memories(q="peanut", container_tag=TAG))
     again = await call(c.search.memories(q="peanut", container_tag=TAG))
     await call(c.profile(container_tag=TAG, q="tea"))
@@ -132,12 +135,10 @@ async def test_read_spans_name_operation_server_records_and_result(
     assert attributes(spans[1])["gen_ai.memory.record.count"] == len(first.results)
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_http_call_of_a_miss_nests_under_its_span_and_a_hit_has_none(
     otel: Otel, server: EmulatorServer, httpx_spans: None, mode: str
 ) -> None:
-    instrument(otel)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode)
     tracer = otel.tracer_provider.get_tracer("agent")
     with tracer.start_as_current_span("turn") as turn:
         await call(c.search.memories(q="peanut", container_tag=TAG))
@@ -228,12 +229,10 @@ def test_coalesced_thread_gets_its_own_span_linked_to_the_leaders_with_real_sdk(
     assert link.context.span_id == by_result["miss"].context.span_id
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_upstream_error_is_an_error_span_recorded_once_and_not_cached(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
-    instrument(otel)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode)
     server.fail_next(1, 500, path=SEARCH)
     with pytest.raises(supermemory.InternalServerError):
         await call(c.search.memories(q="peanut", container_tag=TAG))
@@ -253,7 +252,6 @@ async def test_upstream_error_is_an_error_span_recorded_once_and_not_cached(
 
 
 # -- writes, raw responses, options ------------------------------------------------------------
-@pytest.mark.parametrize("mode", MODES)
 async def test_write_span_counts_the_entries_it_invalidated(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
@@ -278,12 +276,10 @@ async def test_write_span_counts_the_entries_it_invalidated(
     assert [p.value for p in invalidations] == [2]
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_raw_responses_are_bypass_spans_and_always_go_upstream(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
-    instrument(otel)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode)
     for _ in range(2):
         raw = await call(c.search.with_raw_response.memories(q="peanut", container_tag=TAG))
         assert raw.status_code == 200
@@ -292,12 +288,10 @@ async def test_raw_responses_are_bypass_spans_and_always_go_upstream(
     assert otel.requests() == {("bypass", "search.memories"): 2}
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_cache_false_sends_every_call_upstream_recorded_as_bypass(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
-    instrument(otel, cache=False)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode, cache=False)
     for _ in range(3):
         result = await call(c.search.memories(q="peanut", container_tag=TAG))
         assert result.results
@@ -308,24 +302,20 @@ async def test_cache_false_sends_every_call_upstream_recorded_as_bypass(
     assert sum(p.value for p in otel.points("wm.cache.size")) == 0
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_trace_hits_false_makes_no_hit_span_and_still_counts_hits(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
-    instrument(otel, trace_hits=False)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode, trace_hits=False)
     for _ in range(5):
         await call(c.search.memories(q="peanut", container_tag=TAG))
     assert [attributes(s)["wm.cache.result"] for s in otel.reads()] == ["miss"]
     assert otel.requests() == {("miss", "search.memories"): 1, ("hit", "search.memories"): 4}
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_suppressed_calls_make_no_span(
     otel: Otel, server: EmulatorServer, httpx_spans: None, mode: str
 ) -> None:
-    instrument(otel)
-    c = client(server, mode)
+    c = instrumented_client(otel, server, mode)
     with suppress_instrumentation():
         await call(c.search.memories(q="peanut", container_tag=TAG))
         await call(c.search.memories(q="peanut", container_tag=TAG))
@@ -394,7 +384,6 @@ async def _every_kind_of_call(server: EmulatorServer, mode: str, query: str) -> 
         await asyncio.gather(*tasks)  # leader + coalesced (with a link)
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_query_text_never_reaches_exported_data_by_default(
     otel: Otel, server: EmulatorServer, mode: str
 ) -> None:
@@ -407,7 +396,6 @@ async def test_query_text_never_reaches_exported_data_by_default(
     assert all("gen_ai.memory.query.text" not in attributes(s) for s in otel.spans())
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_api_key_never_reaches_exported_data_even_with_capture_on(
     otel: Otel, server: EmulatorServer, monkeypatch: pytest.MonkeyPatch, mode: str
 ) -> None:

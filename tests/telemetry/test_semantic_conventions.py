@@ -3,7 +3,6 @@ defect 11), with the real OpenTelemetry SDK."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -18,9 +17,8 @@ from wm_middleware._telemetry import (
     write_operation_name,
 )
 
-from .conftest import SERVER, Otel, make_read, make_runtime, until
+from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime, read_once
 
-RECORDS = ("peanut allergy", "likes tea")
 SECRET_QUERY = "does alex-4711 still take sertraline"
 
 
@@ -32,26 +30,16 @@ def _echo() -> Any:
     raise EchoingUpstreamError(f"no index for query {SECRET_QUERY!r}")
 
 
-async def _sync(value: Any) -> Any:
-    return value
-
-
 def _exported(span: ReadableSpan) -> str:
     return span.to_json()
 
 
-@pytest.mark.parametrize("mode", ["sync", "async"])
 async def test_error_span_has_type_and_status_but_not_the_message_by_default(
     otel: Otel, mode: str
 ) -> None:
     runtime = make_runtime(otel)
-    read = make_read(SECRET_QUERY)
-
-    async def afetch() -> Any:
-        return _echo()
-
     with pytest.raises(EchoingUpstreamError, match="sertraline"):  # unchanged for the caller
-        await (runtime.aread(read, afetch) if mode == "async" else _sync(runtime.read(read, _echo)))
+        await read_once(runtime, make_read(SECRET_QUERY), mode, _echo)
     (span,) = otel.reads()
     assert span.status.status_code is StatusCode.ERROR
     assert not span.status.description
@@ -111,17 +99,8 @@ def test_write_spans_name_the_memory_operation_and_count_records_attempted(
 async def test_coalesced_span_is_internal_like_a_hit_and_a_miss_is_client(otel: Otel) -> None:
     runtime = make_runtime(otel)
     read = make_read()
-    release = asyncio.Event()
-
-    async def slow() -> Any:
-        await release.wait()
-        return RECORDS
-
-    tasks = [asyncio.create_task(runtime.aread(read, slow)) for _ in range(2)]
-    await until(lambda: runtime.memory.stats().coalesced >= 1)
-    release.set()
-    await asyncio.gather(*tasks)
-    await runtime.aread(read, slow)  # a hit
+    await coalesce(runtime, read)  # a miss and a coalesced read
+    await read_once(runtime, read, "async")  # a hit
     kinds = {(s.attributes or {})["wm.cache.result"]: s.kind for s in otel.reads()}
     assert kinds == {
         "miss": SpanKind.CLIENT,

@@ -20,13 +20,12 @@ from opentelemetry.trace import SpanKind, StatusCode
 from wm_middleware._runtime import Runtime, Write
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, SCHEMA_URL, SEMCONV_VERSION
 
-from .conftest import SERVER, Otel, make_read, make_runtime, until
+from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime
 
 PIN = json.loads((Path(__file__).with_name("semconv_genai.json")).read_text())
 SPAN = PIN["spans"]["gen_ai.memory.client"]
 METRIC = PIN["metrics"]["gen_ai.client.operation.duration"]
 REGISTRY = PIN["registry"]
-RECORDS = ("peanut allergy", "likes tea")
 TYPES: dict[str, tuple[type, ...]] = {
     "string": (str,),
     "enum": (str,),
@@ -50,16 +49,7 @@ def _level(entry: Any) -> str:
 async def _every_outcome(runtime: Runtime) -> None:
     """A miss, hits, a coalesced read, a bypass, a failed read; writes of every kind."""
     read = make_read()
-    release = asyncio.Event()
-
-    async def slow() -> Any:
-        await release.wait()
-        return RECORDS
-
-    tasks = [asyncio.create_task(runtime.aread(read, slow)) for _ in range(2)]
-    await until(lambda: runtime.memory.stats().coalesced >= 1)
-    release.set()
-    await asyncio.gather(*tasks)
+    await coalesce(runtime, read)  # a miss and a coalesced read
     runtime.read(read, lambda: RECORDS)  # a hit
     runtime.bypass("search.memories", SERVER, lambda: RECORDS, "q", len)
     with pytest.raises(Upstream):

@@ -37,11 +37,6 @@ def generation() -> Generation:
     return Generation(version("supermemory").split(".")[0])
 
 
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 @pytest.fixture(autouse=True)
 def _no_store_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(STORE_ID_ENV, raising=False)

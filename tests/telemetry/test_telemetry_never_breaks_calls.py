@@ -8,7 +8,6 @@ the caller unchanged.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -21,10 +20,7 @@ from wm_middleware import WorkingMemory
 from wm_middleware._runtime import Runtime
 from wm_middleware._telemetry import Telemetry
 
-from .conftest import SERVER, make_read, make_write, until
-
-RECORDS = ("peanut allergy", "likes tea")
-MODES = ["sync", "async"]
+from .conftest import RECORDS, SERVER, coalesce, make_read, make_write, read_once
 
 
 class UpstreamError(Exception):
@@ -120,29 +116,18 @@ def faulty(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         provider.shutdown()
 
 
-async def _read(runtime: Runtime, read: Any, mode: str, fetch: Callable[[], Any]) -> Any:
-    if mode == "sync":
-        return runtime.read(read, fetch)
-
-    async def afetch() -> Any:
-        return fetch()
-
-    return await runtime.aread(read, afetch)
-
-
 def _raise() -> Any:
     raise UpstreamError("upstream said no")
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_reads_writes_and_bypasses_return_their_values_whatever_telemetry_raises(
     faulty: Runtime, mode: str
 ) -> None:
     read = make_read()
-    assert await _read(faulty, read, mode, lambda: RECORDS) == list(RECORDS)  # miss
-    assert await _read(faulty, read, mode, lambda: ("other",)) == list(RECORDS)  # hit
+    assert await read_once(faulty, read, mode, lambda: RECORDS) == list(RECORDS)  # miss
+    assert await read_once(faulty, read, mode, lambda: ("other",)) == list(RECORDS)  # hit
     with pytest.raises(UpstreamError, match="upstream said no"):
-        await _read(faulty, make_read("failing"), mode, _raise)
+        await read_once(faulty, make_read("failing"), mode, _raise)
     if mode == "sync":
         assert faulty.write(make_write(), lambda: "written") == "written"
         assert faulty.bypass("search.memories", SERVER, lambda: "raw") == "raw"
@@ -157,23 +142,13 @@ async def test_reads_writes_and_bypasses_return_their_values_whatever_telemetry_
         assert await faulty.awrite(make_write(), written) == "written"
         assert await faulty.abypass("search.memories", SERVER, raw) == "raw"
     assert faulty.memory.stats().invalidations == 1  # the write still invalidated
-    assert await _read(faulty, read, mode, lambda: ("fresh",)) == ["fresh"]
+    assert await read_once(faulty, read, mode, lambda: ("fresh",)) == ["fresh"]
 
 
 async def test_coalesced_tasks_get_the_leaders_value_whatever_telemetry_raises(
     faulty: Runtime,
 ) -> None:
-    release = asyncio.Event()
-
-    async def slow() -> Any:
-        await release.wait()
-        return RECORDS
-
-    read = make_read("together")
-    tasks = [asyncio.create_task(faulty.aread(read, slow)) for _ in range(3)]
-    await until(lambda: faulty.memory.stats().coalesced >= 2)
-    release.set()
-    assert await asyncio.gather(*tasks) == [list(RECORDS)] * 3
+    assert await coalesce(faulty, make_read("together"), callers=3) == [list(RECORDS)] * 3
 
 
 def test_a_telemetry_failure_is_logged_once_per_kind(caplog: pytest.LogCaptureFixture) -> None:
@@ -188,7 +163,6 @@ def test_a_telemetry_failure_is_logged_once_per_kind(caplog: pytest.LogCaptureFi
     provider.shutdown()
 
 
-@pytest.mark.parametrize("mode", MODES)
 async def test_a_record_count_that_raises_costs_a_hit_its_count_not_its_value(mode: str) -> None:
     from dataclasses import replace
 
@@ -203,8 +177,8 @@ async def test_a_record_count_that_raises_costs_a_hit_its_count_not_its_value(mo
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     runtime = Runtime(WorkingMemory(max_entries=10, ttl=60.0), Telemetry(provider, None))
     read = replace(make_read("counted"), count=count)
-    assert await _read(runtime, read, mode, lambda: RECORDS) == list(RECORDS)  # miss
-    assert await _read(runtime, read, mode, lambda: ()) == list(RECORDS)  # hit
+    assert await read_once(runtime, read, mode, lambda: RECORDS) == list(RECORDS)  # miss
+    assert await read_once(runtime, read, mode, lambda: ()) == list(RECORDS)  # hit
     hit = [
         span
         for span in exporter.get_finished_spans()

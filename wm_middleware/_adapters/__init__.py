@@ -14,7 +14,8 @@ query field, record id and semconv operation) is stated once, in :mod:`wm_middle
 and tenants and scopes in :mod:`wm_middleware._api.tenancy`; every adapter reads them there.
 
 Applied by every ``instrument()`` when the application imports the library (at once if it is
-imported already; otherwise by a post-import hook, so ``instrument()`` imports nothing):
+imported already; otherwise by a post-import hook of :mod:`.import_hooks`, so ``instrument()``
+imports nothing, not even wrapt):
 
 * ``sdk3``: ``supermemory._base_client.(Sync|Async)APIClient.request``;
 * ``sdk5``: ``supermemory.client.(Async)Supermemory.search|profile|list`` and
@@ -26,7 +27,10 @@ Applied only by ``instrument(httpx=True)``:
 * ``httpx_transport``: ``httpx.Client.send`` and ``httpx.AsyncClient.send``.
 
 Adding a client family is one new module and one line in :data:`ADAPTERS`. :class:`PatchTable`
-applies the table and reverses it, pending hooks included.
+applies the table and reverses it, pending hooks included. What the adapters' wrappers share
+(``run``, ``Bypass``, ``timeout_key``, ``asyncio_running``) is in :mod:`.calls`, imported with
+the first adapter: this module is what ``instrument()`` imports, and needs neither the runtime
+nor wrapt.
 """
 
 from __future__ import annotations
@@ -35,25 +39,17 @@ import importlib
 import logging
 import sys
 import threading
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import wrapt
+from . import import_hooks
 
-from .._runtime import Read, Runtime, Write
+if TYPE_CHECKING:
+    from .._runtime import Runtime
 
-__all__ = [
-    "ADAPTERS",
-    "Adapter",
-    "Bypass",
-    "Patch",
-    "PatchTable",
-    "asyncio_running",
-    "run",
-    "timeout_key",
-]
+__all__ = ["ADAPTERS", "Adapter", "Patch", "PatchTable", "Wrapper"]
 
 logger = logging.getLogger("wm_middleware")
 
@@ -90,60 +86,6 @@ ADAPTERS: tuple[Adapter, ...] = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Bypass:
-    """A read that is observed but never cached (raw or streaming response, odd options)."""
-
-    operation: str
-    server: tuple[str, int | None]
-    query: str | None
-
-
-def timeout_key(timeout: object) -> Hashable:
-    """A timeout (or a retry count) as flight-key material: ``httpx.Timeout`` by its parts.
-
-    ``httpx.Timeout`` compares by value but is not hashable; anything else goes by ``repr``.
-    """
-    if hasattr(timeout, "read") and hasattr(timeout, "connect"):
-        return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
-    return repr(timeout)
-
-
-def asyncio_running() -> bool:
-    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
-
-    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
-    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
-    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
-    """
-    try:
-        import sniffio
-    except ImportError:
-        import asyncio
-
-        return asyncio.events._get_running_loop() is not None
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
-
-
-def run(
-    runtime: Runtime, action: Read | Write | Bypass, call: Callable[[], Any], is_async: bool
-) -> Any:
-    """Hand ``call`` to ``runtime`` as ``action`` describes it.
-
-    The one decision every sync/async pair of wrappers shares: an async wrapper gets the
-    awaitable back and returns it for its caller to await.
-    """
-    if isinstance(action, Read):
-        return runtime.aread(action, call) if is_async else runtime.read(action, call)
-    if isinstance(action, Write):
-        return runtime.awrite(action, call) if is_async else runtime.write(action, call)
-    bypass = runtime.abypass if is_async else runtime.bypass
-    return bypass(action.operation, action.server, call, action.query)
-
-
 # -- applying the table -------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _Applied:
@@ -151,39 +93,6 @@ class _Applied:
     attribute: str
     original: Any  # what ``owner.__dict__[attribute]`` was before
     proxy: Any  # what we put there
-
-
-# library -> the callbacks waiting for its import. wrapt fires a post-import hook once and keeps
-# no way to remove one, so it holds a single dispatcher per library and import; the waiters are
-# ours to add and remove.
-_WAITING: dict[str, list[Callable[[ModuleType], None]]] = {}
-_WAITING_LOCK = threading.Lock()
-
-
-def _dispatch(module: ModuleType) -> None:
-    with _WAITING_LOCK:
-        waiting = _WAITING.pop(module.__name__, [])
-    for callback in waiting:
-        try:
-            callback(module)
-        except Exception:  # a failing hook would fail the application's import
-            logger.warning("wm_middleware: could not instrument %s", module.__name__, exc_info=True)
-
-
-def _wait_for(library: str, callback: Callable[[ModuleType], None]) -> None:
-    with _WAITING_LOCK:
-        waiting = _WAITING.setdefault(library, [])
-        first = not waiting
-        waiting.append(callback)
-    if first:  # fires at once, in this thread, if the library was imported meanwhile
-        wrapt.register_post_import_hook(_dispatch, library)
-
-
-def _stop_waiting(library: str, callback: Callable[[ModuleType], None]) -> None:
-    with _WAITING_LOCK:
-        waiting = _WAITING.get(library, [])
-        if callback in waiting:
-            waiting.remove(callback)
 
 
 def _resolve(patch: Patch) -> tuple[Any, str]:
@@ -199,12 +108,13 @@ class PatchTable:
 
     :meth:`apply` patches every adapter whose library is imported and hooks the import of the
     others; :meth:`revert` puts every original back by identity and drops the pending hooks.
-    ``lock`` is the instrumentor's: a hook takes it, so a library imported during ``revert`` is
-    patched before it or not at all.
+    ``runtime`` is called when the first adapter loads (until a client library is imported,
+    nothing needs a runtime, nor its telemetry, nor wrapt). ``lock`` is the instrumentor's: a
+    hook takes it, so a library imported during ``revert`` is patched before it or not at all.
     """
 
-    def __init__(self, runtime: Runtime, lock: threading.RLock) -> None:
-        self.runtime = runtime
+    def __init__(self, runtime: Callable[[], Runtime], lock: threading.RLock) -> None:
+        self._runtime = runtime
         self._lock = lock
         self._applied: list[_Applied] = []
         self._pending: dict[str, list[Adapter]] = {}
@@ -230,13 +140,14 @@ class PatchTable:
                 else:
                     self._pending.setdefault(adapter.library, []).append(adapter)
             for library in list(self._pending):
-                _wait_for(library, self._imported)
+                # Fires at once, in this thread, if the library was imported meanwhile.
+                import_hooks.when_imported(library, self._imported)
 
     def revert(self) -> None:
         with self._lock:
             self._active = False
             for library in self._pending:
-                _stop_waiting(library, self._imported)
+                import_hooks.discard(library, self._imported)
             self._pending.clear()
             for applied in reversed(self._applied):
                 _put_back(applied)
@@ -262,7 +173,7 @@ class PatchTable:
 
     def _load(self, adapter: Adapter) -> None:
         try:
-            patches = list(importlib.import_module(adapter.module).patches(self.runtime))
+            patches = list(importlib.import_module(adapter.module).patches(self._runtime()))
         except Exception:  # an adapter that cannot load must not stop the others
             logger.warning("wm_middleware: %s not instrumented", adapter.module, exc_info=True)
             return
@@ -270,6 +181,8 @@ class PatchTable:
             self._patch(patch)
 
     def _patch(self, patch: Patch) -> None:
+        import wrapt  # here, not at start-up: it is needed once a client library is imported
+
         try:
             owner, attribute = _resolve(patch)
             original = vars(owner).get(attribute, getattr(owner, attribute))

@@ -42,7 +42,7 @@ import json
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any, Final, Literal, cast
+from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import httpx
 
@@ -52,7 +52,8 @@ from .._core import SharedCodec, WorkingMemory
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
 from .._telemetry import Telemetry
-from . import Bypass, Patch, asyncio_running, run
+from . import Patch
+from .calls import Bypass, asyncio_running, run
 
 __all__ = [
     "AsyncCachingTransport",
@@ -63,6 +64,7 @@ __all__ = [
 # Headers that describe the bytes on the wire, not the decoded body we store.
 _WIRE_HEADERS: Final = frozenset({b"content-encoding", b"content-length", b"transfer-encoding"})
 _WRITE_METHODS: Final = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+_Inner = TypeVar("_Inner", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 
 # -- describing a request ----------------------------------------------------------------------
@@ -388,7 +390,29 @@ def _runtime(working_memory: WorkingMemory[Any] | None, runtime: Runtime | None)
 
 
 # -- transports --------------------------------------------------------------------------------
-class CachingTransport(httpx.BaseTransport):
+class _Caching(Generic[_Inner]):
+    """What both transports hold: the transport that really sends and the call path they read
+    and invalidate through. The sending itself, sync or async, is each one's own."""
+
+    _default: Callable[[], _Inner]  # the inner transport when none is given
+
+    def __init__(
+        self,
+        transport: _Inner | None = None,
+        *,
+        working_memory: WorkingMemory[Any] | None = None,
+        runtime: Runtime | None = None,
+    ) -> None:
+        self._transport: _Inner = transport if transport is not None else self._default()
+        self._runtime = _runtime(working_memory, runtime)
+
+    @property
+    def working_memory(self) -> WorkingMemory[Any]:
+        """The working memory this transport reads and invalidates."""
+        return self._runtime.memory
+
+
+class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
     """An ``httpx`` transport that answers repeated Supermemory reads from a working memory.
 
     Args:
@@ -400,20 +424,7 @@ class CachingTransport(httpx.BaseTransport):
     transport reach the caller unchanged; non-2xx answers are returned, never stored.
     """
 
-    def __init__(
-        self,
-        transport: httpx.BaseTransport | None = None,
-        *,
-        working_memory: WorkingMemory[Any] | None = None,
-        runtime: Runtime | None = None,
-    ) -> None:
-        self._transport = transport if transport is not None else httpx.HTTPTransport()
-        self._runtime = _runtime(working_memory, runtime)
-
-    @property
-    def working_memory(self) -> WorkingMemory[Any]:
-        """The working memory this transport reads and invalidates."""
-        return self._runtime.memory
+    _default = httpx.HTTPTransport
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         inner = self._transport
@@ -434,23 +445,10 @@ class CachingTransport(httpx.BaseTransport):
         self._transport.close()
 
 
-class AsyncCachingTransport(httpx.AsyncBaseTransport):
+class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseTransport):
     """The :class:`CachingTransport` of ``httpx.AsyncClient`` (default ``AsyncHTTPTransport()``)."""
 
-    def __init__(
-        self,
-        transport: httpx.AsyncBaseTransport | None = None,
-        *,
-        working_memory: WorkingMemory[Any] | None = None,
-        runtime: Runtime | None = None,
-    ) -> None:
-        self._transport = transport if transport is not None else httpx.AsyncHTTPTransport()
-        self._runtime = _runtime(working_memory, runtime)
-
-    @property
-    def working_memory(self) -> WorkingMemory[Any]:
-        """The working memory this transport reads and invalidates."""
-        return self._runtime.memory
+    _default = httpx.AsyncHTTPTransport
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         inner = self._transport

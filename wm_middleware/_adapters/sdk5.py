@@ -44,7 +44,8 @@ from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_o
 from .._core import SharedCodec
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Bypass, Patch, asyncio_running, run, timeout_key
+from . import Patch
+from .calls import Bypass, asyncio_running, run, timeout_key
 
 __all__ = ["patches", "wrap"]
 

@@ -103,9 +103,14 @@ class Route:
 
 
 # -- the table's constructors: one per kind, so each row reads as the facts it states ----------
+def _scope(gen: Generation) -> Scope:
+    """The scope of a ``gen`` route whose row states none: the body's tags (3.x), the ``{ns}``
+    segment (5.x)."""
+    return "tags" if gen == 3 else "namespace"
+
+
 def _read(gen: Generation, template: str, op: str, query: str | None) -> Route:
-    scope: Scope = "tags" if gen == 3 else "namespace"
-    return Route(gen, "POST", template, op, "read", scope, SEARCH, query=query)
+    return Route(gen, "POST", template, op, "read", _scope(gen), SEARCH, query=query)
 
 
 def _pass(gen: Generation, method: str, template: str, op: str) -> Route:
@@ -117,9 +122,9 @@ def _write(
     method: str,
     template: str,
     op: str,
-    scope: Scope,
     semconv: str,
     *,
+    scope: Scope | None = None,
     record_id: str | None = None,
     records: str | None = None,
     single: bool = True,
@@ -131,13 +136,20 @@ def _write(
         template,
         op,
         "write",
-        scope,
+        _scope(gen) if scope is None else scope,
         semconv,
         record_id=record_id,
         records=records,
         single=single and records is None,
         preview=preview,
     )
+
+
+def _by_id(gen: Generation, method: str, template: str, op: str, semconv: str) -> Route:
+    """A write of the one record the ``{id}`` segment names. In 3.x that record's current tags
+    are unknown here (an ``update`` may carry its NEW ones): it changes the whole tenant."""
+    scope: Scope = "tenant" if gen == 3 else "namespace"
+    return _write(gen, method, template, op, semconv, scope=scope, record_id="{id}")
 
 
 ROUTES: Final[tuple[Route, ...]] = (
@@ -152,57 +164,42 @@ ROUTES: Final[tuple[Route, ...]] = (
     _pass(3, "POST", "/v3/connections/list", "connections.list"),
     _pass(3, "POST", "/v3/connections/{id}/connection", "connections.get_by_tag"),
     _pass(3, "POST", "/v3/connections/{id}/documents", "connections.list_documents"),
-    _write(3, "POST", "/v3/documents", "documents.add", "tags", UPSERT),
+    _write(3, "POST", "/v3/documents", "documents.add", UPSERT),
     _write(
         3,
         "POST",
         "/v3/documents/batch",
         "documents.batch_add",
-        "items",
         UPSERT,
+        scope="items",
         records="documents",
     ),
-    _write(3, "POST", "/v3/documents/file", "documents.upload_file", "tags", UPSERT),
-    _write(
-        3, "DELETE", "/v3/documents/bulk", "documents.delete_bulk", "tags", DELETE, records="ids"
-    ),
-    # ``update`` may carry the document's NEW tags; the old ones are unknown here.
-    _write(
-        3, "PATCH", "/v3/documents/{id}", "documents.update", "tenant", UPDATE, record_id="{id}"
-    ),
-    _write(
-        3, "DELETE", "/v3/documents/{id}", "documents.delete", "tenant", DELETE, record_id="{id}"
-    ),
-    _write(3, "DELETE", "/v4/memories", "memories.forget", "tags", DELETE, record_id="id"),
-    _write(3, "PATCH", "/v4/memories", "memories.update_memory", "tags", UPDATE, record_id="id"),
-    _write(3, "PATCH", "/v3/settings", "settings.update", "tenant", UPDATE, single=False),
-    _write(
-        3, "POST", "/v3/connections/{provider}", "connections.create", "tags", UPSERT, single=False
-    ),
+    _write(3, "POST", "/v3/documents/file", "documents.upload_file", UPSERT),
+    _write(3, "DELETE", "/v3/documents/bulk", "documents.delete_bulk", DELETE, records="ids"),
+    _by_id(3, "PATCH", "/v3/documents/{id}", "documents.update", UPDATE),
+    _by_id(3, "DELETE", "/v3/documents/{id}", "documents.delete", DELETE),
+    _write(3, "DELETE", "/v4/memories", "memories.forget", DELETE, record_id="id"),
+    _write(3, "PATCH", "/v4/memories", "memories.update_memory", UPDATE, record_id="id"),
+    _write(3, "PATCH", "/v3/settings", "settings.update", UPDATE, scope="tenant", single=False),
+    _write(3, "POST", "/v3/connections/{provider}", "connections.create", UPSERT, single=False),
     _write(
         3,
         "POST",
         "/v3/connections/{id}/configure",
         "connections.configure",
-        "tenant",
         UPSERT,
+        scope="tenant",
         single=False,
     ),
     _write(
-        3,
-        "POST",
-        "/v3/connections/{provider}/import",
-        "connections.import",
-        "tags",
-        UPSERT,
-        single=False,
+        3, "POST", "/v3/connections/{provider}/import", "connections.import", UPSERT, single=False
     ),
-    _write(3, "DELETE", "/v3/connections/{id}", "connections.delete", "tags", DELETE, single=False),
+    _write(3, "DELETE", "/v3/connections/{id}", "connections.delete", DELETE, single=False),
     # Older 3.x (3.16) aliases of the document routes.
-    _write(3, "POST", "/v3/memories", "memories.add", "tags", UPSERT),
-    _write(3, "POST", "/v3/memories/file", "memories.upload_file", "tags", UPSERT),
-    _write(3, "PATCH", "/v3/memories/{id}", "memories.update", "tenant", UPDATE, record_id="{id}"),
-    _write(3, "DELETE", "/v3/memories/{id}", "memories.delete", "tenant", DELETE, record_id="{id}"),
+    _write(3, "POST", "/v3/memories", "memories.add", UPSERT),
+    _write(3, "POST", "/v3/memories/file", "memories.upload_file", UPSERT),
+    _by_id(3, "PATCH", "/v3/memories/{id}", "memories.update", UPDATE),
+    _by_id(3, "DELETE", "/v3/memories/{id}", "memories.delete", DELETE),
     _pass(3, "POST", "/v3/memories/list", "memories.list"),
     # -- 5.x (Fern SDK) -------------------------------------------------------------------------
     _read(5, "/ns/{ns}/search", "search", "query"),
@@ -218,91 +215,36 @@ ROUTES: Final[tuple[Route, ...]] = (
     _pass(5, "GET", "/ns/{ns}/connectors", "connectors.list"),
     _pass(5, "GET", "/connectors", "connectors.list_all"),
     _pass(5, "GET", "/organization", "organization.get"),
-    _write(5, "POST", "/ns/{ns}/document", "add", "namespace", UPSERT),
+    _write(5, "POST", "/ns/{ns}/document", "add", UPSERT),
+    _write(5, "DELETE", "/ns/{ns}/document", "documents.delete", DELETE, records="ids"),
     _write(
-        5, "DELETE", "/ns/{ns}/document", "documents.delete", "namespace", DELETE, records="ids"
+        5, "POST", "/ns/{ns}/document/batch", "documents.batch_add", UPSERT, records="documents"
     ),
-    _write(
-        5,
-        "POST",
-        "/ns/{ns}/document/batch",
-        "documents.batch_add",
-        "namespace",
-        UPSERT,
-        records="documents",
-    ),
-    _write(5, "POST", "/ns/{ns}/document/file", "documents.upload_file", "namespace", UPSERT),
-    _write(
-        5,
-        "POST",
-        "/ns/{ns}/document/file/{id}",
-        "documents.replace_with_file",
-        "namespace",
-        UPSERT,
-        record_id="{id}",
-    ),
-    _write(
-        5,
-        "PATCH",
-        "/ns/{ns}/document/file/{id}",
-        "documents.update_file",
-        "namespace",
-        UPDATE,
-        record_id="{id}",
-    ),
-    _write(
-        5,
-        "PATCH",
-        "/ns/{ns}/document/{id}",
-        "documents.update",
-        "namespace",
-        UPDATE,
-        record_id="{id}",
-    ),
-    _write(5, "PUT", "/ns/{ns}/profile/buckets", "profiles.set_buckets", "namespace", UPSERT),
-    _write(5, "DELETE", "/ns/{ns}/profile/buckets", "profiles.delete_buckets", "namespace", DELETE),
-    _write(5, "DELETE", "/ns/{ns}/memories", "memories.forget", "namespace", DELETE, records="ids"),
+    _write(5, "POST", "/ns/{ns}/document/file", "documents.upload_file", UPSERT),
+    _by_id(5, "POST", "/ns/{ns}/document/file/{id}", "documents.replace_with_file", UPSERT),
+    _by_id(5, "PATCH", "/ns/{ns}/document/file/{id}", "documents.update_file", UPDATE),
+    _by_id(5, "PATCH", "/ns/{ns}/document/{id}", "documents.update", UPDATE),
+    _write(5, "PUT", "/ns/{ns}/profile/buckets", "profiles.set_buckets", UPSERT),
+    _write(5, "DELETE", "/ns/{ns}/profile/buckets", "profiles.delete_buckets", DELETE),
+    _write(5, "DELETE", "/ns/{ns}/memories", "memories.forget", DELETE, records="ids"),
     _write(
         5,
         "DELETE",
         "/ns/{ns}/memories/semantic",
         "memories.forget_matching",
-        "namespace",
         DELETE,
         preview="dryRun",
         single=False,
     ),
-    _write(5, "PATCH", "/ns/{ns}", "namespaces.update", "namespace", UPDATE, single=False),
-    _write(5, "DELETE", "/ns/{ns}", "namespaces.delete", "namespaces", DELETE, single=False),
-    _write(5, "PATCH", "/organization", "organization.update", "tenant", UPDATE, single=False),
-    _write(5, "POST", "/ns/{ns}/connectors", "connectors.create", "namespace", UPSERT),
+    _write(5, "PATCH", "/ns/{ns}", "namespaces.update", UPDATE, single=False),
+    _write(5, "DELETE", "/ns/{ns}", "namespaces.delete", DELETE, scope="namespaces", single=False),
     _write(
-        5,
-        "PATCH",
-        "/ns/{ns}/connectors/{id}",
-        "connectors.update",
-        "namespace",
-        UPDATE,
-        record_id="{id}",
+        5, "PATCH", "/organization", "organization.update", UPDATE, scope="tenant", single=False
     ),
-    _write(
-        5,
-        "DELETE",
-        "/ns/{ns}/connectors/{id}",
-        "connectors.delete",
-        "namespace",
-        DELETE,
-        record_id="{id}",
-    ),
-    _write(
-        5,
-        "POST",
-        "/ns/{ns}/connectors/{id}/sync",
-        "connectors.sync",
-        "namespace",
-        UPSERT,
-        record_id="{id}",
-    ),
+    _write(5, "POST", "/ns/{ns}/connectors", "connectors.create", UPSERT),
+    _by_id(5, "PATCH", "/ns/{ns}/connectors/{id}", "connectors.update", UPDATE),
+    _by_id(5, "DELETE", "/ns/{ns}/connectors/{id}", "connectors.delete", DELETE),
+    _by_id(5, "POST", "/ns/{ns}/connectors/{id}/sync", "connectors.sync", UPSERT),
 )
 
 UNKNOWN_WRITE: Final = Route(3, "POST", "", "write", "write", "tenant", UPSERT)

@@ -57,12 +57,15 @@ The other hard cases, handled on purpose:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import sys
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import Any, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+if TYPE_CHECKING:  # imported where a loop runs: a process that never imports asyncio runs none
+    import asyncio
 
 __all__ = ["DEAD_LEADER_POLL", "AsyncLead", "Flight", "Group", "Lead", "running_loop"]
 
@@ -86,8 +89,15 @@ _ALONE: Final = "alone"
 
 
 def running_loop() -> asyncio.AbstractEventLoop | None:
-    """The asyncio event loop running in this thread, or ``None`` (trio, or no loop at all)."""
-    return asyncio.events._get_running_loop()
+    """The asyncio event loop running in this thread, or ``None`` (trio, or no loop at all).
+
+    No loop runs where asyncio was never imported: asking ``sys.modules`` spares its import.
+    """
+    events = sys.modules.get("asyncio.events")
+    if events is None:
+        return None
+    loop: asyncio.AbstractEventLoop | None = events._get_running_loop()
+    return loop
 
 
 def _wake(futures: list[asyncio.Future[None]]) -> None:
@@ -253,6 +263,8 @@ class _Ticket:
 
     async def await_(self, group: Group, loop: asyncio.AbstractEventLoop) -> None:
         """Await the flight's end on ``loop``; a cancelled waiter leaves, the last one abandons."""
+        import asyncio  # imported already: ``loop`` runs
+
         flight, future = self.flight, self.future
         assert future is not None
         try:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -31,6 +33,7 @@ __all__ = [
     "async_client",
     "close_client",
     "endpoint_of",
+    "subscribed",
     "sync_client",
 ]
 
@@ -210,6 +213,26 @@ def close_client(client: Any) -> None:
             client.connection_pool.disconnect()
     except Exception:
         pass  # closing never fails a caller
+
+
+@contextmanager
+def subscribed(client: Any, channel: str) -> Iterator[Any]:
+    """A pub/sub of ``client`` (a sync client the tier made) subscribed to ``channel``.
+
+    On the way out, however the block ends, the pub/sub is reset and ``client`` closed.
+    """
+    try:
+        pubsub = client.pubsub()
+        try:
+            pubsub.subscribe(channel)
+            yield pubsub
+        finally:
+            try:
+                pubsub.reset()
+            except Exception:
+                pass  # closing never fails a caller
+    finally:
+        close_client(client)
 
 
 async def aclose_client(client: Any) -> None:

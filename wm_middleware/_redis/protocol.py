@@ -352,48 +352,66 @@ class Flush:
 _NOTHING: Final = object()
 
 
+@dataclass(slots=True, eq=False)
 class Load:
-    """The protocol of one ``load``: see the module docstring for the order of its steps."""
+    """The protocol of one ``load``: see the module docstring for the order of its steps.
 
-    def __init__(
-        self,
-        plan: Plan,
-        layout: Layout,
-        ledger: Ledger,
-        codec: SharedCodec | None,
-        values: Values,
-        trusted: Callable[[], bool],
-    ) -> None:
-        self.plan = plan
-        self._trusted = trusted
-        self._layout = layout
-        self._ledger = ledger
-        self._codec = codec
-        self._values = values
-        self.owner = secrets.token_hex(8)
-        self._phase = "ask"
-        self._started = 0.0
-        self._flush: Flush | None = None
-        self._signature: str | None = None  # set when this call holds the lease
-        self._rejected = ""  # the header of an entry that did not decode
-        self._waiting_until: float | None = None
-        self._value: Any = _NOTHING
+    Each step is timed from when it is handed out: what ``replied`` and ``failed`` report covers
+    the driver's round trip, and the fetch time stored with a value covers the fetch.
+    """
 
-    def start(self, started: float) -> Action:
-        self._started = started
-        self._flush = self._ledger.flush()
+    plan: Plan
+    layout: Layout
+    ledger: Ledger
+    codec: SharedCodec | None
+    values: Values
+    trusted: Callable[[], bool]  # whether the subscriber stayed confirmed since the load began
+    owner: str = field(init=False, default_factory=lambda: secrets.token_hex(8))
+    _phase: str = field(init=False, default="ask")
+    _started: float = field(init=False, default=0.0)  # when the current step was handed out
+    _flush: Flush | None = field(init=False, default=None)
+    _signature: str | None = field(init=False, default=None)  # set while holding the lease
+    _rejected: str = field(init=False, default="")  # the header of an entry that did not decode
+    _waiting_until: float | None = field(init=False, default=None)
+    _value: Any = field(init=False, default=_NOTHING)
+
+    def start(self) -> Action:
+        self._flush = self.ledger.flush()
         if self._flush is not None:
             self._phase = "flush"
-            return self._flush.start()
-        return self._ask()
+            return self._handed(self._flush.start())
+        return self._handed(self._ask())
 
-    def replied(self, reply: Any, started: float) -> Action:
-        self._ledger.succeeded()
-        self._started = started
-        return _AFTER[self._phase](self, reply)
+    def replied(self, reply: Any) -> Action:
+        self.ledger.succeeded()
+        return self._handed(_AFTER[self._phase](self, reply))
 
-    def failed(self, error: BaseException, started: float) -> Action:
-        self._ledger.failed(started, error)
+    def failed(self, error: BaseException) -> Action:
+        self.ledger.failed(self._started, error)
+        return self._handed(self._after_failure(error))
+
+    def fetched(self, value: Any) -> Action:
+        seconds = time.perf_counter() - self._started
+        if self._signature is None:
+            return Done(TierResult(value, "fetched"))
+        self._value = value
+        self._phase = "store"
+        envelope = self.values.envelope(self._signature, value, seconds, self.plan, self.codec)
+        return self._handed(self._store(envelope))
+
+    def abandoned(self) -> Run | None:
+        """The fetch raised: release the lease (and wake waiters), if this call holds it."""
+        if self._signature is None:
+            return None
+        self._phase = "release"
+        return self._store(b"")
+
+    # -- steps -----------------------------------------------------------------------------
+    def _handed(self, action: Action) -> Action:
+        self._started = time.perf_counter()
+        return action
+
+    def _after_failure(self, error: BaseException) -> Action:
         if self._phase == "flush" and self._flush is not None:
             step = self._flush.failed(error)
             return step if step is not None else self._alone()
@@ -405,30 +423,14 @@ class Load:
             return FETCH  # still the leader: an unregistered tenant only misses a broad clear
         return self._alone()
 
-    def fetched(self, value: Any, seconds: float) -> Action:
-        if self._signature is None:
-            return Done(TierResult(value, "fetched"))
-        self._value = value
-        self._phase = "store"
-        envelope = self._values.envelope(self._signature, value, seconds, self.plan, self._codec)
-        return self._store(envelope)
-
-    def abandoned(self) -> Run | None:
-        """The fetch raised: release the lease (and wake waiters), if this call holds it."""
-        if self._signature is None:
-            return None
-        self._phase = "release"
-        return self._store(b"")
-
-    # -- steps -----------------------------------------------------------------------------
     def _ask(self) -> Run:
         self._phase = "ask"
         plan = self.plan
-        registry = ("", "") if self._layout.cluster else (self._layout.registry, plan.tenant)
+        registry = ("", "") if self.layout.cluster else (self.layout.registry, plan.tenant)
         args = (
             secrets.token_hex(8),
             plan.token_ms,
-            self._layout.lease_ms,
+            self.layout.lease_ms,
             self.owner,
             int(time.time() * 1000),
             self._rejected,
@@ -458,7 +460,7 @@ class Load:
             return step
         if not self._flush.ok:
             return self._alone()
-        self._ledger.flushed(self._flush)
+        self.ledger.flushed(self._flush)
         return self._ask()
 
     def _after_ask(self, reply: Any) -> Action:
@@ -467,11 +469,11 @@ class Load:
             return self._hit(reply[1])
         if kind == b"LEASE":
             self._signature = str(reply[1], "utf-8")
-            self._ledger.report("lease", self._started)
-            if self._layout.cluster and self._ledger.unregistered(self.plan):
+            self.ledger.report("lease", self._started)
+            if self.layout.cluster and self.ledger.unregistered(self.plan):
                 self._phase = "register"
                 return Run(
-                    (self.plan.tenant, self.plan.token_ms), REGISTER, (self._layout.registry,)
+                    (self.plan.tenant, self.plan.token_ms), REGISTER, (self.layout.registry,)
                 )
             self._phase = "fetch"
             return FETCH
@@ -481,27 +483,27 @@ class Load:
         header, _, payload = envelope.partition(b"\n")
         if header.split(b" ")[3:4] == [b"local"]:
             # The leader's value could not be shared: fetch here, as if there were no tier.
-            self._ledger.report("miss", self._started)
+            self.ledger.report("miss", self._started)
             return self._alone()
         try:
-            value = self._values.decode(payload, self._codec)
+            value = self.values.decode(payload, self.codec)
         except Exception as error:
             # Unreadable: a miss that leases and stores over it, not a refetch on every call.
-            self._ledger.failed(self._started, error)
+            self.ledger.failed(self._started, error)
             self._rejected = str(header, "utf-8", "replace")
             return self._ask()
         waited = self._waiting_until is not None
         if not waited:
-            self._ledger.report("hit", self._started)
-        return Done(TierResult(value, "shared_wait" if waited else "shared_hit", self._trusted()))
+            self.ledger.report("hit", self._started)
+        return Done(TierResult(value, "shared_wait" if waited else "shared_hit", self.trusted()))
 
     def _wait(self, holder: str, lease_left_ms: int) -> Action:
         now = time.monotonic()
         if self._waiting_until is None:
-            self._waiting_until = now + WAIT_LEASES * self._layout.lease_ms / 1000
+            self._waiting_until = now + WAIT_LEASES * self.layout.lease_ms / 1000
         remaining = self._waiting_until - now
         if remaining <= 0:
-            self._ledger.report("wait_timeout", self._started)
+            self.ledger.report("wait_timeout", self._started)
             return self._alone()
         self._phase = "block"
         # A lease about to expire (0 ms left) is looked at again at once, not polled: the next
@@ -510,11 +512,11 @@ class Load:
         return Block(self.plan.signal(holder), min(lease_left + 0.001, remaining))
 
     def _after_block(self, _reply: Any) -> Action:
-        self._ledger.report("wait", self._started)
+        self.ledger.report("wait", self._started)
         return self._ask()
 
     def _after_register(self, _reply: Any) -> Action:
-        self._ledger.registered(self.plan)
+        self.ledger.registered(self.plan)
         self._phase = "fetch"
         return FETCH
 
@@ -523,11 +525,11 @@ class Load:
         if stored == 1:
             return Done(TierResult(self._value, "fetched"))
         if stored < 0:  # refused by the server (out of memory); the script released the lease
-            self._ledger.failed(self._started, MemoryError("the server refused the entry"))
+            self.ledger.failed(self._started, MemoryError("the server refused the entry"))
             return Done(TierResult(self._value, "fetched"))
         # Refused: a write happened during the fetch, so the value may already be stale. The
         # callers of this flight get it (they asked before the write), L1 does not keep it.
-        self._ledger.report("store_refused", self._started)
+        self.ledger.report("store_refused", self._started)
         return Done(TierResult(self._value, "fetched", keep_local=False))
 
     def _after_release(self, _reply: Any) -> Action:

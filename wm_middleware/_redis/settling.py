@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Hashable, Iterable
 from typing import Any, Final
 
-from .connections import Endpoint, sync_client
+from .connections import Endpoint, subscribed, sync_client
 from .encoding import canonical_key, key_from_canonical
 
 __all__ = ["SharedSettling", "shared_settling"]
@@ -148,31 +148,27 @@ class SharedSettling:
     def _listen(self) -> None:
         pid = os.getpid()
         while self._listening(pid):
-            pubsub = None
             try:
                 client = sync_client(self._endpoint, self._op_timeout, self._op_timeout)
-                pubsub = client.pubsub()
-                pubsub.subscribe(self.channel)
-                while self._listening(pid):
-                    message = pubsub.get_message(timeout=0.1)
-                    if message is None:
-                        pubsub.ping()
-                        continue
-                    if message["type"] == "subscribe":
-                        self._reload(client)
-                        self.subscribed.set()
-                    elif message["type"] == "message":
-                        self._deliver(message["data"])
+                with subscribed(client, self.channel) as pubsub:
+                    self._read(client, pubsub, pid)
             except Exception:
                 logger.debug("wm_middleware: settle listener lost its connection", exc_info=True)
                 self.subscribed.clear()
                 time.sleep(_RETRY)
-            finally:
-                if pubsub is not None:
-                    try:
-                        pubsub.reset()
-                    except Exception:
-                        pass
+
+    def _read(self, client: Any, pubsub: Any, pid: int) -> None:
+        """Apply what the channel says until this process stops listening; raises on a loss."""
+        while self._listening(pid):
+            message = pubsub.get_message(timeout=0.1)
+            if message is None:
+                pubsub.ping()
+                continue
+            if message["type"] == "subscribe":
+                self._reload(client)
+                self.subscribed.set()
+            elif message["type"] == "message":
+                self._deliver(message["data"])
 
     def _reload(self, client: Any) -> None:
         """Everything that settles now, read from the hash (after (re)subscribing)."""

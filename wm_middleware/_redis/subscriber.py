@@ -16,7 +16,7 @@ import weakref
 from collections.abc import Callable
 from typing import Final
 
-from .connections import Endpoint, close_client, sync_client
+from .connections import Endpoint, subscribed, sync_client
 from .health import Health
 from .memories import Memories
 
@@ -75,28 +75,18 @@ class Subscriber:
     def _run(self) -> None:
         backoff = 0.05
         while not self.stopped.is_set() and self._memories() is not None:
-            client = pubsub = None
             try:
                 client = sync_client(
                     self._endpoint, self._op_timeout, self._op_timeout, listener=True
                 )
-                pubsub = client.pubsub()
-                pubsub.subscribe(self._channel)
-                self._listen(pubsub)
+                with subscribed(client, self._channel) as pubsub:
+                    self._listen(pubsub)
             except Exception as error:
                 self._lost(error)
                 self.stopped.wait(backoff)
                 backoff = min(backoff * 2, 1.0)
             else:
                 backoff = 0.05
-            finally:
-                if pubsub is not None:
-                    try:
-                        pubsub.reset()
-                    except Exception:
-                        pass
-                if client is not None:
-                    close_client(client)
         self.confirmed = False
 
     def _listen(self, pubsub: object) -> None:

@@ -292,24 +292,22 @@ class RedisTier:
         if call is None:
             return TierResult(fetch(), "fetched")
         conns = self._proc().sync_conns()
-        action = call.start(time.perf_counter())
+        action = call.start()
         while not isinstance(action, Done):
             if isinstance(action, Fetch):
-                started = time.perf_counter()
                 try:
                     value = fetch()
                 except BaseException:
                     _quietly(conns, call.abandoned(), self._accounts)
                     raise
-                action = call.fetched(value, time.perf_counter() - started)
+                action = call.fetched(value)
                 continue
-            started = time.perf_counter()
             try:
                 reply = _exchange(conns, action)
             except _TIER_ERRORS as error:
-                action = call.failed(error, started)
+                action = call.failed(error)
             else:
-                action = call.replied(reply, started)
+                action = call.replied(reply)
         return action.result
 
     async def aload(
@@ -325,24 +323,22 @@ class RedisTier:
         if call is None:
             return TierResult(await fetch(), "fetched")
         conns = self._proc().loop_conns()
-        action = call.start(time.perf_counter())
+        action = call.start()
         while not isinstance(action, Done):
             if isinstance(action, Fetch):
-                started = time.perf_counter()
                 try:
                     value = await fetch()
                 except BaseException:
                     await _aquietly(conns, call.abandoned(), self._accounts)
                     raise
-                action = call.fetched(value, time.perf_counter() - started)
+                action = call.fetched(value)
                 continue
-            started = time.perf_counter()
             try:
                 reply = await _aexchange(conns, action)
             except _TIER_ERRORS as error:
-                action = call.failed(error, started)
+                action = call.failed(error)
             else:
-                action = call.replied(reply, started)
+                action = call.replied(reply)
         return action.result
 
     def invalidate(self, *, keys: Iterable[Hashable] = (), scopes: Iterable[Hashable] = ()) -> None:

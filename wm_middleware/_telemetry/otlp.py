@@ -22,7 +22,14 @@ from opentelemetry import metrics, trace
 
 from .outage import Outage, guarded
 
-__all__ = ["PROTOCOLS", "DeliveryCount", "configure_otlp", "otlp_protocol", "probe"]
+__all__ = [
+    "PROTOCOLS",
+    "DeliveryCount",
+    "configure_otlp",
+    "otlp_exporter",
+    "otlp_protocol",
+    "probe",
+]
 
 logger = logging.getLogger("wm_middleware")
 
@@ -131,26 +138,20 @@ def _outages(endpoint: str | None, protocols: dict[str, str]) -> dict[str, Outag
     return by_signal
 
 
-def span_exporter(
-    endpoint: str | None = None, protocol: str | None = None, *, timeout: float | None = None
+def otlp_exporter(
+    signal: str,
+    endpoint: str | None = None,
+    protocol: str | None = None,
+    *,
+    timeout: float | None = None,
 ) -> Any:
-    """An OTLP span exporter for ``protocol`` (see :func:`otlp_protocol`).
+    """An OTLP exporter of ``signal`` (``"traces"`` or ``"metrics"``) for ``protocol`` (see
+    :func:`otlp_protocol`).
 
     Raises:
         ImportError: the ``otlp`` extra is not installed.
     """
-    return _exporter("traces", endpoint, protocol, timeout)
-
-
-def metric_exporter(
-    endpoint: str | None = None, protocol: str | None = None, *, timeout: float | None = None
-) -> Any:
-    """An OTLP metric exporter for ``protocol`` (see :func:`otlp_protocol`).
-
-    Raises:
-        ImportError: the ``otlp`` extra is not installed.
-    """
-    return _exporter("metrics", endpoint, protocol, timeout)
+    return _exporter(signal, endpoint, protocol, timeout)
 
 
 def probe(endpoint: str | None, protocol: str | None = None, *, timeout: float = 2.0) -> str | None:
@@ -163,7 +164,7 @@ def probe(endpoint: str | None, protocol: str | None = None, *, timeout: float =
 
     protocol = otlp_protocol("traces", protocol)
     try:
-        exporter = span_exporter(endpoint, protocol, timeout=timeout)
+        exporter = otlp_exporter("traces", endpoint, protocol, timeout=timeout)
     except ImportError as error:
         return str(error)
     # The exporters log a failed export as an error; a probe reports it in one sentence.

@@ -155,34 +155,94 @@ async def run_agent(
         pause: seconds between turns (the model writing its answer and the user the next
             message); left out of every wall time the run reports.
     """
-    run = AgentRun()
-    origin = time.perf_counter()
-    call_number = 0
-    capture = capture_content_enabled()
+    agent_loop = _AgentLoop(execute, tracer, upstream, on_call, on_turn, agent_name)
+    paused = 0.0
+    for index, turn in enumerate(script, start=1):
+        if pause > 0 and index > 1:
+            slept = time.perf_counter()
+            await asyncio.sleep(pause)
+            paused += time.perf_counter() - slept
+        await agent_loop.turn(index, turn)
+    agent_loop.run.seconds = time.perf_counter() - agent_loop.origin - paused
+    return agent_loop.run
 
-    def span(name: str, attributes: dict[str, Any], kind: SpanKind) -> AbstractContextManager[Any]:
-        if tracer is None:
+
+@dataclass
+class _AgentLoop:
+    """One run of :func:`run_agent`: what it was given, and what it has measured so far."""
+
+    execute: Executor
+    tracer: Tracer | None
+    upstream: Callable[[], int] | None
+    on_call: Callable[[CallRecord], None] | None
+    on_turn: Callable[[TurnRecord], None] | None
+    agent_name: str
+    run: AgentRun = field(default_factory=AgentRun)
+    origin: float = field(default_factory=time.perf_counter)  # call starts count from here
+    capture: bool = field(default_factory=capture_content_enabled)
+    calls_made: int = 0  # numbers the call ids: call_<turn>_<n>, n counted over the whole run
+
+    def span(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]:
+        if self.tracer is None:
             return nullcontext()
-        return tracer.start_as_current_span(name, kind=kind, attributes=attributes)
+        return self.tracer.start_as_current_span(
+            name, kind=SpanKind.INTERNAL, attributes=attributes
+        )
 
-    async def call(turn: int, step: int, tool_call: dict[str, Any]) -> None:
+    def upstream_count(self) -> int | None:
+        return self.upstream() if self.upstream is not None else None
+
+    async def turn(self, index: int, turn: Turn) -> None:
+        """One turn, in an ``invoke_agent`` span: its steps in order, each step's calls at once."""
+        before = self.upstream_count()
+        attributes = {
+            OPERATION_NAME: TURN_SPAN,
+            AGENT_NAME: self.agent_name,
+            TURN_INDEX: index,
+            TURN_TITLE: turn.title,
+        }
+        with self.span(f"{TURN_SPAN} {self.agent_name}", attributes) as turn_span:
+            start = time.perf_counter()
+            for step_number, step in enumerate(turn.steps, start=1):
+                calls = []
+                for tool_call in step:
+                    self.calls_made += 1
+                    payload = tool_call.openai_json(f"call_{index}_{self.calls_made}")
+                    calls.append(self.call(index, step_number, payload))
+                await asyncio.gather(*calls)
+            seconds = time.perf_counter() - start
+            if isinstance(turn_span, Span):
+                turn_span.set_attribute("demo.turn.calls", len(turn.calls))
+        after = self.upstream_count()
+        record = TurnRecord(
+            index=index,
+            title=turn.title,
+            seconds=seconds,
+            upstream=None if before is None or after is None else after - before,
+        )
+        self.run.turns.append(record)
+        if self.on_turn is not None:
+            self.on_turn(record)
+
+    async def call(self, turn: int, step: int, tool_call: dict[str, Any]) -> None:
+        """One tool call, in an ``execute_tool`` span, timed; an executor that raises is
+        reported in the record, not fatal."""
         function = tool_call["function"]
-        arguments = json.loads(function["arguments"])
-        query = arguments.get("information_to_get")
+        query = json.loads(function["arguments"]).get("information_to_get")
         attributes = {
             OPERATION_NAME: TOOL_SPAN,
             TOOL_NAME: function["name"],
             TOOL_CALL_ID: tool_call["id"],
         }
-        if capture and isinstance(query, str):
+        if self.capture and isinstance(query, str):
             attributes[QUERY] = query
-        with span(f"{TOOL_SPAN} {function['name']}", attributes, SpanKind.INTERNAL):
+        with self.span(f"{TOOL_SPAN} {function['name']}", attributes):
             start = time.perf_counter()
             content: Any = ""
             try:
-                content = await execute(tool_call)
+                content = await self.execute(tool_call)
                 ok, error = _outcome(content)
-            except Exception as exc:  # an executor that raises is reported, not fatal
+            except Exception as exc:
                 ok, error = False, f"{type(exc).__name__}: {exc}"
             end = time.perf_counter()
         record = CallRecord(
@@ -190,51 +250,13 @@ async def run_agent(
             step=step,
             name=function["name"],
             query=query if isinstance(query, str) else None,
-            start=start - origin,
+            start=start - self.origin,
             seconds=end - start,
             ok=ok,
             error=error,
             call_id=tool_call["id"],
             result=content if isinstance(content, str) else "",
         )
-        run.calls.append(record)
-        if on_call is not None:
-            on_call(record)
-
-    paused = 0.0
-    for index, turn in enumerate(script, start=1):
-        if pause > 0 and index > 1:
-            slept = time.perf_counter()
-            await asyncio.sleep(pause)
-            paused += time.perf_counter() - slept
-        before = upstream() if upstream is not None else None
-        attributes = {
-            OPERATION_NAME: TURN_SPAN,
-            AGENT_NAME: agent_name,
-            TURN_INDEX: index,
-            TURN_TITLE: turn.title,
-        }
-        with span(f"{TURN_SPAN} {agent_name}", attributes, SpanKind.INTERNAL) as turn_span:
-            start = time.perf_counter()
-            for step_number, step in enumerate(turn.steps, start=1):
-                calls = []
-                for tool_call in step:
-                    call_number += 1
-                    payload = tool_call.openai_json(f"call_{index}_{call_number}")
-                    calls.append(call(index, step_number, payload))
-                await asyncio.gather(*calls)
-            seconds = time.perf_counter() - start
-            if isinstance(turn_span, Span):
-                turn_span.set_attribute("demo.turn.calls", len(turn.calls))
-        after = upstream() if upstream is not None else None
-        record = TurnRecord(
-            index=index,
-            title=turn.title,
-            seconds=seconds,
-            upstream=None if before is None or after is None else after - before,
-        )
-        run.turns.append(record)
-        if on_turn is not None:
-            on_turn(record)
-    run.seconds = time.perf_counter() - origin - paused
-    return run
+        self.run.calls.append(record)
+        if self.on_call is not None:
+            self.on_call(record)

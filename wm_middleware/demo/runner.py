@@ -27,7 +27,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from .._core import CacheStats, WorkingMemory
 from .._instrumentor import instrument, uninstrument, wrap
 from .._telemetry import OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
-from .._telemetry.otlp import DeliveryCount, metric_exporter, otlp_protocol, probe, span_exporter
+from .._telemetry.otlp import DeliveryCount, otlp_exporter, otlp_protocol, probe
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
 from .script import CONTAINER_TAG, SEED_MEMORIES, turns
 
@@ -179,7 +179,7 @@ def check_metrics(endpoint: str, from_env: bool, protocol: str | None) -> str | 
     from opentelemetry.sdk.metrics.export import MetricExportResult, MetricsData
 
     protocol = otlp_protocol("metrics", protocol)
-    exporter = metric_exporter(None if from_env else endpoint, protocol, timeout=2.0)
+    exporter = otlp_exporter("metrics", None if from_env else endpoint, protocol, timeout=2.0)
     quiet = logging.getLogger("opentelemetry.exporter.otlp")
     captured, propagate = _Messages(), quiet.propagate
     quiet.addHandler(captured)
@@ -233,9 +233,28 @@ async def _seed_api(api_key: str, base_url: str | None) -> None:
         await client.close()
 
 
-def _providers(
-    service_name: str, options: DemoOptions, meter_provider: Any = None
-) -> tuple[TracerProvider, Any, InMemorySpanExporter, DeliveryCount | None]:
+@dataclass(frozen=True, slots=True)
+class _Providers:
+    """One run's telemetry: the tracer provider with its in-memory exporter (the waterfall's
+    spans) and, when exporting, the OTLP delivery count; the meter provider, if any."""
+
+    tracer_provider: TracerProvider
+    meter_provider: Any
+    exporter: InMemorySpanExporter
+    delivery: DeliveryCount | None
+
+    def flush(self) -> None:
+        self.tracer_provider.force_flush()
+        if self.meter_provider is not None:
+            self.meter_provider.force_flush()
+
+    def shutdown(self) -> None:
+        self.tracer_provider.shutdown()
+        if self.meter_provider is not None:
+            self.meter_provider.shutdown()
+
+
+def _providers(service_name: str, options: DemoOptions, meter_provider: Any = None) -> _Providers:
     """Tracer provider (in-memory exporter, plus OTLP when asked), meter provider, and the
     OTLP delivery count. A given ``meter_provider`` is used as it is."""
     # Phoenix-style backends group by openinference.project.name: one project per deployment.
@@ -251,15 +270,15 @@ def _providers(
 
         # From the environment, the exporters read the OTEL_EXPORTER_OTLP_* variables themselves.
         base = None if options.otlp_from_env else options.otlp_endpoint
-        delivery = DeliveryCount(span_exporter(base, options.otlp_protocol))
+        delivery = DeliveryCount(otlp_exporter("traces", base, options.otlp_protocol))
         tracer_provider.add_span_processor(BatchSpanProcessor(delivery))  # type: ignore[arg-type]
         if meter_provider is None and options.otlp_metrics:
             reader = PeriodicExportingMetricReader(
-                metric_exporter(base, options.otlp_protocol),
+                otlp_exporter("metrics", base, options.otlp_protocol),
                 export_interval_millis=METRIC_EXPORT_MILLIS,
             )
             meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
-    return tracer_provider, meter_provider, exporter, delivery
+    return _Providers(tracer_provider, meter_provider, exporter, delivery)
 
 
 # The tracer provider of the run in the current context: httpx is instrumented once per process
@@ -339,13 +358,14 @@ def _result_counts(spans: Sequence[ReadableSpan]) -> dict[str, int]:
 
 @contextmanager
 def _caching(
-    name: str, tools: Any, tracer_provider: TracerProvider, meter_provider: Any, *, alone: bool
+    name: str, tools: Any, providers: _Providers, *, alone: bool
 ) -> Iterator[WorkingMemory[Any]]:
     """The run's cache layer: ``instrument()`` when the run is alone in the process; with the
     other run alongside (``duration``), a wrapped copy of the tools' own client instead, since
     ``instrument()`` patches the SDK once per process. The uncached run reads with
     ``cache=False`` (recorded as ``bypass``) either way."""
     cached = name == "cached"
+    tracer_provider, meter_provider = providers.tracer_provider, providers.meter_provider
     if alone:
         memory = instrument(
             tracer_provider=tracer_provider, meter_provider=meter_provider, cache=cached
@@ -386,15 +406,16 @@ async def _play(
     options: DemoOptions,
     script: Sequence[Any],
     execute: Any,
-    tracer: Any,
     memory: WorkingMemory[Any],
-    exporter: InMemorySpanExporter,
+    providers: _Providers,
     upstream: Callable[[], int] | None,
     waited: Callable[[], float] | None,
     progress: Progress,
 ) -> _Played:
     """The script once, or (with ``options.duration``) again and again until the duration is
     up; the first round is the one measured in detail."""
+    tracer = providers.tracer_provider.get_tracer("wm_middleware.demo")
+    exporter = providers.exporter
     start = upstream() if upstream is not None else 0
     began = time.monotonic()
     agent = await run_agent(
@@ -439,38 +460,52 @@ async def _run(
 
     ``upstream`` counts the requests the emulator received, ``waited`` the seconds of emulated
     latency they waited (``None`` against the real API)."""
-    from supermemory_openai import SupermemoryTools
-
+    tools = _supermemory_tools(api_key, base_url)
     service_name = SERVICE_NAMES[name]
-    tracer_provider, meter_provider, exporter, delivery = _providers(
-        service_name, options, meter_provider
-    )
+    providers = _providers(service_name, options, meter_provider)
     script = turns(options.turns)
     progress.start(name, sum(len(turn.calls) for turn in script))
-    config: dict[str, Any] = {"container_tags": [CONTAINER_TAG]}
-    if base_url is not None:
-        config["base_url"] = base_url
-    tools = SupermemoryTools(api_key, config)
-    tracer = tracer_provider.get_tracer("wm_middleware.demo")
     start = upstream() if upstream is not None else 0
     try:
         with (
-            _caching(name, tools, tracer_provider, meter_provider, alone=alone) as memory,
-            _traced_http(tracer_provider),
+            _caching(name, tools, providers, alone=alone) as memory,
+            _traced_http(providers.tracer_provider),
         ):
             execute = supermemory_tools_executor(tools)
             played = await _play(
-                options, script, execute, tracer, memory, exporter, upstream, waited, progress
+                options, script, execute, memory, providers, upstream, waited, progress
             )
     finally:
         await tools.client.close()
-        tracer_provider.force_flush()
-        if meter_provider is not None:
-            meter_provider.force_flush()
-    played.recorded += len(exporter.get_finished_spans())
-    tracer_provider.shutdown()
-    if meter_provider is not None:
-        meter_provider.shutdown()
+        providers.flush()
+    played.recorded += len(providers.exporter.get_finished_spans())
+    providers.shutdown()
+    result = _run_result(name, service_name, played, providers, upstream, start)
+    progress.finish(name, played.agent)
+    return result
+
+
+def _supermemory_tools(api_key: str, base_url: str | None) -> Any:
+    """The agent's tools (supermemory-openai-sdk), on the user's container tag."""
+    from supermemory_openai import SupermemoryTools
+
+    config: dict[str, Any] = {"container_tags": [CONTAINER_TAG]}
+    if base_url is not None:
+        config["base_url"] = base_url
+    return SupermemoryTools(api_key, config)
+
+
+def _run_result(
+    name: str,
+    service_name: str,
+    played: _Played,
+    providers: _Providers,
+    upstream: Callable[[], int] | None,
+    start: int,
+) -> RunResult:
+    """What the run measured. Upstream requests are counted by the emulator (from ``start``),
+    or against the real API from the first round's spans (misses, bypasses and writes), once
+    per round."""
     results = _result_counts(played.spans)
     if upstream is not None:
         count, total, source = played.upstream, upstream() - start, "emulator"
@@ -478,7 +513,6 @@ async def _run(
         writes = sum(1 for s in played.spans if s.name in WRITE_SPANS)
         count = results.get("miss", 0) + results.get("bypass", 0) + writes
         total, source = count * played.rounds, "spans"
-    progress.finish(name, played.agent)
     return RunResult(
         name,
         service_name,
@@ -491,7 +525,7 @@ async def _run(
         rounds=played.rounds,
         upstream_total=total,
         spans_recorded=played.recorded,
-        otlp=delivery,
+        otlp=providers.delivery,
         emulated_latency=played.waited,
     )
 

@@ -29,7 +29,7 @@ from .core import Emulator
 from .faults import FaultDecision, FaultInjector, FaultRule
 from .latency import LatencyModel, LatencySpec
 from .request_log import RecordedRequest, RequestLog
-from .server import EmulatorServer, serve
+from .server import EmulatorServer, serve, supermemory_target
 from .store import DEFAULT_CONTAINER_TAG, Chunk, Document, MemoryEntry, MemoryStore, SeedMemory
 
 __all__ = [
@@ -50,4 +50,5 @@ __all__ = [
     "SeedMemory",
     "create_app",
     "serve",
+    "supermemory_target",
 ]

@@ -9,18 +9,29 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from .faults import FaultInjector, FaultRule
+from .faults import FaultInjector, FaultRule, FaultSchedule
 from .latency import LatencyModel, LatencySpec
 from .request_log import RecordedRequest, RequestLog
 from .store import DEFAULT_CONTAINER_TAG, MemoryEntry, MemoryStore, SeedMemory
 from .values import JSON
 
-__all__ = ["Emulator"]
+__all__ = ["Emulator", "EmulatorOptions"]
 
 
-class Emulator:
+class EmulatorOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`Emulator`, as those that serve one pass them on."""
+
+    latency: LatencySpec
+    seed: int | None
+    error_rate: float
+    error_statuses: Sequence[int]
+    api_keys: Iterable[str] | None
+    indexing_delay: float
+
+
+class Emulator(FaultSchedule):
     """In-process Supermemory emulator state with its Python control API.
 
     Args:
@@ -171,41 +182,9 @@ class Emulator:
         """Change the latency model at runtime (``None`` disables it)."""
         self.latency.set(latency, seed=seed)
 
-    def fail_next(
-        self,
-        n: int | None = 1,
-        status: int = 500,
-        *,
-        path: str | None = None,
-        method: str | None = None,
-        retry_after: float | None = None,
-        body: dict[str, Any] | None = None,
-    ) -> FaultRule:
-        """Answer the next ``n`` matching API requests with ``status``.
-
-        ``path``/``method`` are exact strings or ``fnmatch`` globs (``None`` = any).
-        ``retry_after`` (seconds) adds ``Retry-After`` (integer, rounded up) and
-        ``retry-after-ms`` headers; note the 3.x SDK honours ``retry-after-ms`` while
-        the 5.x SDK only reads integer ``Retry-After`` and falls back to ~1 s
-        exponential backoff for ``0``.
-        """
-        return self.faults.fail_next(
-            n, status, path=path, method=method, retry_after=retry_after, body=body
-        )
-
-    def hang_next(
-        self,
-        n: int | None = 1,
-        seconds: float = 30.0,
-        *,
-        path: str | None = None,
-        method: str | None = None,
-    ) -> FaultRule:
-        """Make the next ``n`` matching requests sleep ``seconds`` before answering.
-
-        The hang ends early when the client disconnects or the server stops.
-        """
-        return self.faults.hang_next(n, seconds, path=path, method=method)
+    def _arm(self, rule: FaultRule) -> FaultRule:
+        """Where :meth:`fail_next` and :meth:`hang_next` (of :class:`FaultSchedule`) put a rule."""
+        return self.faults.add(rule)
 
     def set_error_rate(
         self, rate: float, *, statuses: Sequence[int] | None = None, seed: int | None = None

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import random
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,6 +28,7 @@ __all__ = [
     "FaultDecision",
     "FaultInjector",
     "FaultRule",
+    "FaultSchedule",
     "LatencyModel",
     "LatencySpec",
     "RecordedRequest",
@@ -68,7 +70,61 @@ class FaultDecision:
         return out
 
 
-class FaultInjector:
+class FaultSchedule(ABC):
+    """``fail_next`` and ``hang_next``, written once for the injector and the emulator.
+
+    A subclass says where a rule goes by implementing :meth:`_arm`.
+    """
+
+    @abstractmethod
+    def _arm(self, rule: FaultRule) -> FaultRule:
+        """Append ``rule`` to the live schedule and return it."""
+
+    def fail_next(
+        self,
+        n: int | None = 1,
+        status: int = 500,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+        retry_after: float | None = None,
+        body: dict[str, Any] | None = None,
+    ) -> FaultRule:
+        """Answer the next ``n`` matching API requests (``None`` = all) with ``status``.
+
+        ``path``/``method`` are exact strings or ``fnmatch`` globs (``None`` = any).
+        ``retry_after`` (seconds) adds ``Retry-After`` (integer, rounded up) and
+        ``retry-after-ms`` headers; note the 3.x SDK honours ``retry-after-ms`` while
+        the 5.x SDK only reads integer ``Retry-After`` and falls back to ~1 s
+        exponential backoff for ``0``.
+        """
+        return self._arm(
+            FaultRule(
+                status=status,
+                remaining=n,
+                path=path,
+                method=method,
+                retry_after=retry_after,
+                body=body,
+            )
+        )
+
+    def hang_next(
+        self,
+        n: int | None = 1,
+        seconds: float = 30.0,
+        *,
+        path: str | None = None,
+        method: str | None = None,
+    ) -> FaultRule:
+        """Make the next ``n`` matching requests sleep ``seconds`` before answering.
+
+        The hang ends early when the client disconnects or the server stops.
+        """
+        return self._arm(FaultRule(hang=seconds, remaining=n, path=path, method=method))
+
+
+class FaultInjector(FaultSchedule):
     """Thread-safe fault schedule (see module docstring)."""
 
     def __init__(
@@ -95,38 +151,8 @@ class FaultInjector:
             self._rules.append(rule)
         return rule
 
-    def fail_next(
-        self,
-        n: int | None = 1,
-        status: int = 500,
-        *,
-        path: str | None = None,
-        method: str | None = None,
-        retry_after: float | None = None,
-        body: dict[str, Any] | None = None,
-    ) -> FaultRule:
-        """Answer the next ``n`` matching requests (``None`` = all) with ``status``."""
-        return self.add(
-            FaultRule(
-                status=status,
-                remaining=n,
-                path=path,
-                method=method,
-                retry_after=retry_after,
-                body=body,
-            )
-        )
-
-    def hang_next(
-        self,
-        n: int | None = 1,
-        seconds: float = 30.0,
-        *,
-        path: str | None = None,
-        method: str | None = None,
-    ) -> FaultRule:
-        """Make the next ``n`` matching requests sleep ``seconds`` before answering."""
-        return self.add(FaultRule(hang=seconds, remaining=n, path=path, method=method))
+    def _arm(self, rule: FaultRule) -> FaultRule:
+        return self.add(rule)
 
     def set_error_rate(
         self, rate: float, *, statuses: Sequence[int] | None = None, seed: int | None = None

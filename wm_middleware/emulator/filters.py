@@ -13,7 +13,9 @@ everything (the emulator is lenient where the real API would reject).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from .store import Predicate
@@ -69,17 +71,13 @@ def _v3_condition(cond: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
     return (not result) if to_bool(cond.get("negate")) else result
 
 
-def _v3_eval(node: object, meta: Mapping[str, Any]) -> bool:
-    if not isinstance(node, Mapping):
-        return True
+def _v3_group(node: Mapping[str, Any]) -> tuple[bool, list[Any]] | None:
+    """``{"AND": [...]}`` / ``{"OR": [...]}`` as ``(is_or, operands)``; ``None`` for a leaf."""
     if "AND" in node:
-        return all(_v3_eval(n, meta) for n in node["AND"] or [])
+        return False, node["AND"] or []
     if "OR" in node:
-        items = node["OR"] or []
-        return any(_v3_eval(n, meta) for n in items) if items else True
-    if "key" in node:
-        return _v3_condition(node, meta)
-    return True
+        return True, node["OR"] or []
+    return None
 
 
 def compile_v3_filters(filters: object) -> Predicate | None:
@@ -91,12 +89,7 @@ def compile_v3_filters(filters: object) -> Predicate | None:
             filters = loads(filters)
         except ValueError:
             return None
-    node = filters
-
-    def predicate(meta: Mapping[str, Any]) -> bool:
-        return _v3_eval(node, meta)
-
-    return predicate
+    return partial(_evaluate, _V3, filters)
 
 
 def _v5_predicate(node: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
@@ -129,16 +122,41 @@ def _v5_predicate(node: Mapping[str, Any], meta: Mapping[str, Any]) -> bool:
     return left is not None and right is not None and _compare(op, left, right)
 
 
-def _v5_eval(node: object, meta: Mapping[str, Any]) -> bool:
+def _v5_group(node: Mapping[str, Any]) -> tuple[bool, list[Any]] | None:
+    """``{"operator": "and"|"or", "operands": [...]}`` as ``(is_or, operands)``."""
+    if "operands" not in node:
+        return None
+    return node.get("operator") == "or", node.get("operands") or []
+
+
+@dataclass(frozen=True)
+class _Grammar:
+    """How one generation spells a group of operands and a leaf condition."""
+
+    group: Callable[[Mapping[str, Any]], tuple[bool, list[Any]] | None]
+    leaf_key: str
+    leaf: Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
+
+
+_V3 = _Grammar(_v3_group, "key", _v3_condition)
+_V5 = _Grammar(_v5_group, "field", _v5_predicate)
+
+
+def _evaluate(grammar: _Grammar, node: object, meta: Mapping[str, Any]) -> bool:
+    """Whether ``meta`` passes the filter tree ``node``; what is not a group or leaf passes.
+
+    An AND holds when every operand does; an OR when any does, or when it has none.
+    """
     if not isinstance(node, Mapping):
         return True
-    if "operands" in node:
-        operands = node.get("operands") or []
-        if node.get("operator") == "or":
-            return any(_v5_eval(n, meta) for n in operands) if operands else True
-        return all(_v5_eval(n, meta) for n in operands)
-    if "field" in node:
-        return _v5_predicate(node, meta)
+    group = grammar.group(node)
+    if group is not None:
+        is_or, operands = group
+        if is_or:
+            return any(_evaluate(grammar, n, meta) for n in operands) if operands else True
+        return all(_evaluate(grammar, n, meta) for n in operands)
+    if grammar.leaf_key in node:
+        return grammar.leaf(node, meta)
     return True
 
 
@@ -146,9 +164,4 @@ def compile_v5_filter(filter_: object) -> Predicate | None:
     """Compile a 5.x ``filter`` expression into a predicate."""
     if filter_ is None:
         return None
-    node = filter_
-
-    def predicate(meta: Mapping[str, Any]) -> bool:
-        return _v5_eval(node, meta)
-
-    return predicate
+    return partial(_evaluate, _V5, filter_)

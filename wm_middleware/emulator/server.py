@@ -10,26 +10,30 @@ Contract:
   safe to use from async tests because the server never runs on the caller's loop.
 * :func:`serve` binds ``host:port`` (raising :class:`OSError` when it cannot), reports the
   address it listens on, then runs the emulator in the foreground until interrupted (the CLI).
+* :func:`supermemory_target` is the set-up of a script that runs against the real API when
+  ``SUPERMEMORY_API_KEY`` is set, and against a seeded :class:`EmulatorServer` otherwise.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any
+from typing import Any, Unpack
 
 import uvicorn
 
 from .app import create_app
-from .core import Emulator
+from .core import Emulator, EmulatorOptions
 from .latency import LatencySpec
 from .store import DEFAULT_CONTAINER_TAG, SeedMemory
 
-__all__ = ["EmulatorServer", "serve"]
+__all__ = ["EmulatorServer", "serve", "supermemory_target"]
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -79,21 +83,9 @@ class EmulatorServer(Emulator):
         port: int = 0,
         log_level: str = "warning",
         startup_timeout: float = 10.0,
-        latency: LatencySpec = None,
-        seed: int | None = None,
-        error_rate: float = 0.0,
-        error_statuses: Sequence[int] = (500,),
-        api_keys: Iterable[str] | None = None,
-        indexing_delay: float = 0.0,
+        **options: Unpack[EmulatorOptions],
     ) -> None:
-        super().__init__(
-            latency=latency,
-            seed=seed,
-            error_rate=error_rate,
-            error_statuses=error_statuses,
-            api_keys=api_keys,
-            indexing_delay=indexing_delay,
-        )
+        super().__init__(**options)
         self.host = host
         self._requested_port = port
         self.port: int = port
@@ -196,16 +188,11 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8787,
     *,
-    latency: LatencySpec = None,
-    seed: int | None = None,
-    error_rate: float = 0.0,
-    error_statuses: Sequence[int] = (500,),
-    api_keys: Iterable[str] | None = None,
-    indexing_delay: float = 0.0,
     seed_data: Mapping[str, Iterable[SeedMemory | str | Mapping[str, Any]]] | None = None,
     container_tag: str = DEFAULT_CONTAINER_TAG,
     log_level: str = "info",
     on_listening: Callable[[str], None] | None = None,
+    **options: Unpack[EmulatorOptions],
 ) -> None:
     """Serve the emulator on ``host:port`` in the foreground until interrupted.
 
@@ -214,14 +201,7 @@ def serve(
     socket is bound, ``on_listening`` receives the base URL with the real port (``port=0``
     picks a free one); a failed bind raises :class:`OSError` before anything is served.
     """
-    emulator = Emulator(
-        latency=latency,
-        seed=seed,
-        error_rate=error_rate,
-        error_statuses=error_statuses,
-        api_keys=api_keys,
-        indexing_delay=indexing_delay,
-    )
+    emulator = Emulator(**options)
     for key, memories in (seed_data or {}).items():
         emulator.seed(key, memories, container_tag=container_tag)
     sock = _listen(host, port)
@@ -232,3 +212,30 @@ def serve(
         uvicorn.Server(config).run(sockets=[sock])
     finally:
         sock.close()
+
+
+@contextmanager
+def supermemory_target(
+    memories: Iterable[SeedMemory | str | Mapping[str, Any]],
+    *,
+    container_tag: str = DEFAULT_CONTAINER_TAG,
+    latency: LatencySpec = 0.05,
+    api_key: str = "sk-example",
+) -> Iterator[tuple[str, str | None]]:
+    """``(api_key, base_url)`` for a client: the real API, or an emulator seeded with ``memories``.
+
+    With ``SUPERMEMORY_API_KEY`` set, yields that key and ``SUPERMEMORY_BASE_URL`` (``None`` when
+    unset: the SDK's default) and starts nothing; ``memories`` are not written anywhere. Without
+    it, starts an :class:`EmulatorServer` on a free loopback port with ``latency`` (seconds per
+    request, 50 ms by default), seeds ``memories`` for ``api_key`` (plain strings go to
+    ``container_tag``), prints ``(no SUPERMEMORY_API_KEY: using the emulator at URL)`` and yields
+    ``api_key`` and the emulator's base URL; the emulator stops when the block ends.
+    """
+    real_key = os.environ.get("SUPERMEMORY_API_KEY")
+    if real_key:
+        yield real_key, os.environ.get("SUPERMEMORY_BASE_URL")
+        return
+    with EmulatorServer(latency=latency) as server:
+        server.seed(api_key, memories, container_tag=container_tag)
+        print(f"(no SUPERMEMORY_API_KEY: using the emulator at {server.base_url})")
+        yield api_key, server.base_url

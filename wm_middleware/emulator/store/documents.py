@@ -65,9 +65,9 @@ class DocumentStore(StoreBase):
                 if container_tags:
                     existing.container_tags = tags
                 self._merge(t, existing, content, memories=memories, append=append)
-                self._amend(
-                    existing, metadata=metadata, title=title, filepath=filepath, group=group
-                )
+                if metadata is not None:
+                    existing.metadata = {**existing.metadata, **dict(metadata)}
+                self._set_given(existing, title=title, filepath=filepath, group=group)
                 self._touch_namespace(t, existing.container_tags)
                 return existing
             doc = new_document(
@@ -116,21 +116,24 @@ class DocumentStore(StoreBase):
         )
 
     @staticmethod
-    def _amend(
+    def _set_given(
         doc: Document,
         *,
-        metadata: Mapping[str, Any] | None,
-        title: str | None,
-        filepath: str | None,
-        group: Mapping[str, Any] | None,
+        custom_id: str | None = None,
+        title: str | None = None,
+        filepath: str | None = None,
+        supporting_context: str | None = None,
+        group: Mapping[str, Any] | None = None,
     ) -> None:
-        """Merge metadata and set the given fields of a document added to again."""
-        if metadata is not None:
-            doc.metadata = {**doc.metadata, **dict(metadata)}
+        """Set the fields given (not ``None``) of a document written again; stamp the update."""
+        if custom_id is not None:
+            doc.custom_id = custom_id
         if title is not None:
             doc.title = title
         if filepath is not None:
             doc.filepath = filepath
+        if supporting_context is not None:
+            doc.supporting_context = supporting_context
         if group is not None:
             doc.group = dict(group)
         doc.updated_at = utc_now()
@@ -230,19 +233,16 @@ class DocumentStore(StoreBase):
                 for m in t.memories.values():
                     if m.document_id == doc.id:
                         m.metadata = {**m.metadata, **dict(metadata)}
-            if custom_id is not None:
-                doc.custom_id = custom_id
-            if filepath is not None:
-                doc.filepath = filepath
-            if title is not None:
-                doc.title = title
-            if supporting_context is not None:
-                doc.supporting_context = supporting_context
-            if group is not None:
-                doc.group = dict(group)
+            self._set_given(
+                doc,
+                custom_id=custom_id,
+                title=title,
+                filepath=filepath,
+                supporting_context=supporting_context,
+                group=group,
+            )
             if content is not None and content != doc.content:
                 self._replace_content(t, doc, content)
-            doc.updated_at = utc_now()
             return doc
 
     def _find(self, t: TenantData, doc_id: str) -> Document | None:

@@ -1,0 +1,68 @@
+"""What the adapters' wrappers share: handing a call to the runtime, and telling calls apart.
+
+Imported with the first adapter, not by ``instrument()``: it needs the runtime's vocabulary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Any
+
+from .._runtime import Read, Runtime, Write
+
+__all__ = ["Bypass", "asyncio_running", "run", "timeout_key"]
+
+
+@dataclass(frozen=True, slots=True)
+class Bypass:
+    """A read that is observed but never cached (raw or streaming response, odd options)."""
+
+    operation: str
+    server: tuple[str, int | None]
+    query: str | None
+
+
+def timeout_key(timeout: object) -> Hashable:
+    """A timeout (or a retry count) as flight-key material: ``httpx.Timeout`` by its parts.
+
+    ``httpx.Timeout`` compares by value but is not hashable; anything else goes by ``repr``.
+    """
+    if hasattr(timeout, "read") and hasattr(timeout, "connect"):
+        return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
+    return repr(timeout)
+
+
+def asyncio_running() -> bool:
+    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
+
+    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
+    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
+    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
+    """
+    try:
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        return asyncio.events._get_running_loop() is not None
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
+def run(
+    runtime: Runtime, action: Read | Write | Bypass, call: Callable[[], Any], is_async: bool
+) -> Any:
+    """Hand ``call`` to ``runtime`` as ``action`` describes it.
+
+    The one decision every sync/async pair of wrappers shares: an async wrapper gets the
+    awaitable back and returns it for its caller to await.
+    """
+    if isinstance(action, Read):
+        return runtime.aread(action, call) if is_async else runtime.read(action, call)
+    if isinstance(action, Write):
+        return runtime.awrite(action, call) if is_async else runtime.write(action, call)
+    bypass = runtime.abypass if is_async else runtime.bypass
+    return bypass(action.operation, action.server, call, action.query)
