@@ -107,3 +107,25 @@ def test_a_refresh_whose_loop_was_closed_leaves_the_key_usable(clock: FakeClock)
     clock.advance(11.0)
     assert wm.search("z", lambda: "v3") == "v2"  # and it refreshes again
     wait_for(lambda: wm.get("z") == "v3", "no refresh after the dead one")
+
+
+def test_a_stranded_leader_closed_while_its_thread_holds_the_lock_does_not_deadlock() -> None:
+    # The garbage collector closes a stranded leader's coroutine at whatever allocation comes
+    # next: in any thread, even one inside the flight table's lock (storing an entry, say).
+    wm: WorkingMemory[str] = WorkingMemory()
+    loop = stranded(wm)
+    leaders = [task.get_coro() for task in asyncio.all_tasks(loop)]
+    loop.close()
+    group = wm._flights  # white box: the lock a finaliser could meet held
+
+    def close_under_the_lock() -> None:
+        with group._lock:
+            for coroutine in leaders:
+                coroutine.close()  # type: ignore[union-attr]
+
+    closer = threading.Thread(target=close_under_the_lock, daemon=True)
+    closer.start()
+    closer.join(timeout=30)
+    assert not closer.is_alive(), "closing the leader waited for a lock its own thread holds"
+    assert run_in_thread(lambda: wm.search("z", lambda: "fresh")) == ["fresh"]
+    assert wm.stats().inflight == 0

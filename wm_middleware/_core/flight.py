@@ -454,6 +454,11 @@ class Group:
         token = _LEADING.set((*_LEADING.get(), flight))
         try:
             yield
+        except GeneratorExit:
+            # The leader's coroutine is being closed: stranded on a closed loop and collected.
+            # The collector runs at any allocation, in any thread, inside this group's lock too.
+            self._end_if_free(flight)
+            raise
         except Exception as error:
             self._end(flight, None, error)
             raise
@@ -474,6 +479,18 @@ class Group:
         with self._lock:
             self._table.remove(flight)
             flight.finish(value, error, cancelled)
+        flight.wake()
+
+    def _end_if_free(self, flight: Flight) -> None:
+        """End ``flight`` as cancelled unless the lock is held, perhaps by this very thread: a
+        flight left running here has a closed loop, so the next caller or waiter ends it."""
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            self._table.remove(flight)
+            flight.finish(None, None, cancelled=True)
+        finally:
+            self._lock.release()
         flight.wake()
 
     def _lead(self, flight: Flight, lead: Lead, count: bool) -> Any:
