@@ -457,7 +457,7 @@ class Group:
         except GeneratorExit:
             # The leader's coroutine is being closed: stranded on a closed loop and collected.
             # The collector runs at any allocation, in any thread, inside this group's lock too.
-            self._end_if_free(flight)
+            self._end(flight, None, cancelled=True, blocking=False)
             raise
         except Exception as error:
             self._end(flight, None, error)
@@ -475,20 +475,16 @@ class Group:
         error: BaseException | None = None,
         *,
         cancelled: bool = False,
+        blocking: bool = True,
     ) -> None:
-        with self._lock:
-            self._table.remove(flight)
-            flight.finish(value, error, cancelled)
-        flight.wake()
-
-    def _end_if_free(self, flight: Flight) -> None:
-        """End ``flight`` as cancelled unless the lock is held, perhaps by this very thread: a
-        flight left running here has a closed loop, so the next caller or waiter ends it."""
-        if not self._lock.acquire(blocking=False):
+        """Record ``flight``'s outcome and wake its waiters. Not ``blocking``: only if the lock is
+        free; held, perhaps by this very thread, the flight's loop is closed and the next caller or
+        waiter ends it."""
+        if not self._lock.acquire(blocking=blocking):
             return
         try:
             self._table.remove(flight)
-            flight.finish(None, None, cancelled=True)
+            flight.finish(value, error, cancelled)
         finally:
             self._lock.release()
         flight.wake()
@@ -561,8 +557,12 @@ class Group:
         another event loop (no asyncio loop running) this caller leads in its own task."""
         flight_key = key if flight is None else flight
         loop = running_loop()
-        if loop is None:
-            return await self._ado_inline(key, flight_key, lead, scopes, info)
+        if loop is None:  # lead in this task (threads and asyncio tasks may join), or alone
+            alone = self._join(key, flight_key, scopes, info, loop=None, can_wait=False).flight
+            with self._leading(alone):
+                value = await lead(alone, True)
+                self._end(alone, value)
+            return value, True, info
         count = True
         while True:
             ticket = self._join(key, flight_key, scopes, info, loop=loop, count=count)
@@ -574,21 +574,6 @@ class Group:
             await ticket.await_(self, loop)
             if not joined.cancelled:
                 return joined.outcome(), ticket.role == _LEAD, joined.info
-
-    async def _ado_inline(
-        self,
-        key: Hashable,
-        flight_key: Hashable,
-        lead: AsyncLead,
-        scopes: tuple[Hashable, ...],
-        info: object,
-    ) -> tuple[Any, bool, object]:
-        """No asyncio loop: lead in this task (threads and asyncio tasks may join), or alone."""
-        ticket = self._join(key, flight_key, scopes, info, loop=None, can_wait=False)
-        with self._leading(ticket.flight):
-            value = await lead(ticket.flight, True)
-            self._end(ticket.flight, value)
-        return value, True, info
 
     # -- background refresh --------------------------------------------------------------------
     def refresh(
@@ -621,9 +606,8 @@ class Group:
 
         def refresh() -> None:
             try:
-                self._lead(flight, cast(Lead, lead), False)
-            except Exception:
-                pass  # lead has dealt with it; nobody waits for a refresh
+                with contextlib.suppress(Exception):  # lead has dealt with it; nobody waits
+                    self._lead(flight, cast(Lead, lead), False)
             finally:
                 self._background.discard(thread)
 
