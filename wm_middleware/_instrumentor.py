@@ -222,6 +222,8 @@ class Instrumentation:
             self.request = request
             self._table = table = PatchTable(self._made_runtime, self.lock)
             table.apply(ADAPTERS, frozenset({"httpx"} if settings.httpx else ()))
+            if _telemetry_in_use(request):
+                self._made_runtime()  # its metrics observe the memory from now on
             logger.debug(
                 "wm_middleware: %d attribute(s) patched, waiting for the import of %s",
                 table.applied,
@@ -235,6 +237,13 @@ class Instrumentation:
             if self._table is not None:
                 self._table.revert()
             self._table = self._runtime = self.request = self.memory = None
+
+
+def _telemetry_in_use(request: Request) -> bool:
+    """True when the application handed over providers or imported OpenTelemetry already: the
+    runtime then costs it no import, and the cache metrics should not wait for a client's."""
+    given = request.tracer_provider is not None or request.meter_provider is not None
+    return given or "opentelemetry.metrics" in sys.modules
 
 
 INSTRUMENTATION = Instrumentation()

@@ -241,3 +241,26 @@ def test_a_hook_that_raises_is_logged_and_the_import_succeeds(
     (record,) = [r for r in caplog.records if r.name == "wm_middleware"]
     assert name in record.getMessage()
     assert record.exc_info is not None
+
+
+def test_an_application_that_set_up_opentelemetry_gets_the_cache_metrics_before_any_client() -> (
+    None
+):
+    # Its OpenTelemetry import is paid already: instrument() makes the runtime (and with it the
+    # observable cache metrics) at once, not at the first patch.
+    found = _run(
+        "from opentelemetry import metrics\n"
+        "from opentelemetry.sdk.metrics import MeterProvider\n"
+        "from opentelemetry.sdk.metrics.export import InMemoryMetricReader\n"
+        "reader = InMemoryMetricReader()\n"
+        "metrics.set_meter_provider(MeterProvider(metric_readers=[reader]))\n"
+        "import wm_middleware\n"
+        "memory = wm_middleware.instrument()\n"
+        "memory.search('tea', lambda: ['green'])\n"
+        "data = reader.get_metrics_data()\n"
+        "names = sorted({m.name for r in data.resource_metrics for s in r.scope_metrics"
+        " for m in s.metrics}) if data else []\n"
+        "print(json.dumps({'size': 'wm.cache.size' in names,"
+        " 'client': 'supermemory' in sys.modules}))\n"
+    )
+    assert found == {"size": True, "client": False}
