@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ._core import SharedTier
+from ._core import SharedTier, check_seconds
 
 __all__ = [
     "CACHE",
@@ -117,11 +117,7 @@ def _count(value: object, name: str) -> int:
 
 
 def _seconds(value: object, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"{name} must be a number of seconds, not {type(value).__name__}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"{name} must be a finite number of seconds > 0, got {value!r}")
-    return float(value)
+    return check_seconds(name, value)  # the memory's own check: one rule, one message
 
 
 def _name(value: object, name: str) -> str:

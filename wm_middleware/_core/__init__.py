@@ -16,7 +16,7 @@ The names below are the core's interface to the rest of the package.
 from .keys import UNSET, Key, make_key, normalise_query
 from .memory import WorkingMemory
 from .outcomes import MISSING, CacheStats, Loaded, Outcome, Tier, TierOutcome
-from .settling import Settle
+from .settling import Settle, check_seconds
 from .tier import InvalidationSink, SharedCodec, SharedTier, TierResult
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "TierOutcome",
     "TierResult",
     "WorkingMemory",
+    "check_seconds",
     "make_key",
     "normalise_query",
 ]
