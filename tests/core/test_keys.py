@@ -26,6 +26,66 @@ def test_whitespace_is_normalised(wm: WorkingMemory[str], variant: str) -> None:
     assert wm.get(variant) == "v"
 
 
+# search() probes the store with a str query as given before normalising it: a query in normal
+# form is its own key. Whatever the spelling, the entry and the counts must be those of the
+# normal form.
+@pytest.mark.parametrize("variant", ["  user prefs  ", "user   prefs", "user\t\nprefs"])
+def test_a_query_not_in_normal_form_hits_the_entry_of_its_normal_form(
+    wm: WorkingMemory[str], variant: str
+) -> None:
+    async def refetch() -> str:
+        raise AssertionError("a hit fetches nothing")
+
+    wm.set("user prefs", "v")
+    assert wm.search(variant, lambda: "refetched") == "v"
+    assert asyncio.run(wm.asearch(variant, refetch)) == "v"
+    stats = wm.stats()
+    assert (stats.hits, stats.misses) == (2, 0)
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_a_query_not_in_normal_form_is_stored_under_its_normal_form(asynchronous: bool) -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+
+    async def fetch() -> str:
+        return "fetched"
+
+    if asynchronous:
+        assert asyncio.run(wm.asearch("  user   prefs ", fetch)) == "fetched"
+    else:
+        assert wm.search("  user   prefs ", lambda: "fetched") == "fetched"
+    assert wm.has("user prefs")
+    assert len(wm) == 1
+    assert wm.search("user prefs", lambda: "refetched") == "fetched"
+    stats = wm.stats()
+    assert (stats.hits, stats.misses) == (1, 1)
+
+
+def test_a_query_in_normal_form_that_is_not_stored_is_fetched_once(wm: WorkingMemory[str]) -> None:
+    calls: list[str] = []
+
+    def fetch() -> str:
+        calls.append("fetch")
+        return "v"
+
+    assert wm.search("user prefs", fetch) == "v"
+    assert wm.search("user prefs", fetch) == "v"
+    assert calls == ["fetch"]
+    assert (wm.stats().hits, wm.stats().misses) == (1, 1)
+
+
+@pytest.mark.parametrize("query", [42, ("family", "key")])
+def test_a_query_that_is_not_a_str_is_refused_even_if_a_key_level_entry_has_it_as_key(
+    wm: WorkingMemory[str], query: object
+) -> None:
+    # The key-level interface takes any hashable key; a search must still refuse the query.
+    wm.load(query, lambda: "by key")
+    with pytest.raises(TypeError, match="query must be a str"):
+        wm.search(query, lambda: "v")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="query must be a str"):
+        asyncio.run(wm.asearch(query, lambda: asyncio.sleep(0, "v")))  # type: ignore[arg-type]
+
+
 def test_case_is_kept(wm: WorkingMemory[str]) -> None:
     wm.set("User Prefs", "v")
     assert wm.get("user prefs") is None

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from wm_middleware import WorkingMemory
+from wm_middleware._core import MISSING
 
 from ..conftest import FakeClock, until
 from .conftest import Held, old_entry, wait_for
@@ -20,6 +21,23 @@ def test_an_old_hit_returns_at_once_and_refreshes_once_in_a_thread(clock: FakeCl
     assert refresh.threads == ["wm-refresh"]  # exactly one, on a worker thread
     assert wm.search("q", refresh) == "v2"
     assert wm.stats().hits == 6
+
+
+def test_an_old_hit_by_key_refreshes_once_and_an_expired_one_is_missing(clock: FakeClock) -> None:
+    # lookup() serves a live entry due no refresh without the lock; the others it sorts out under
+    # the lock: an old one is a hit that starts the refresh, an expired one is MISSING.
+    wm = old_entry(clock)
+    refresh = Held("v2")
+    assert [wm.lookup("q", refresh) for _ in range(3)] == ["v1"] * 3
+    wait_for(lambda: refresh.calls, "no refresh started")
+    refresh.release()
+    wait_for(lambda: wm.stats().inflight == 0, "refresh never ended")
+    assert refresh.calls == 1
+    assert wm.lookup("q") == "v2"
+    clock.advance(61.0)
+    assert wm.lookup("q", refresh) is MISSING
+    stats = wm.stats()
+    assert (stats.hits, stats.expirations, refresh.calls) == (4, 1, 1)
 
 
 def test_a_young_hit_does_not_refresh(clock: FakeClock) -> None:

@@ -209,15 +209,14 @@ class KeyMemo:
         finds a slot exactly when the keys are equal (a tag equal to a str is that str in JSON
         too).
         """
-        if not params and container_tags is UNSET and limit is UNSET:
-            normalised = self._queries.get(query) if type(query) is str else None
-            return self.query(query) if normalised is None else normalised
         if params:
             if container_tags is not UNSET:
                 params["container_tags"] = container_tags
             if limit is not UNSET:
                 params["limit"] = limit
             return self.key(query, params)
+        if container_tags is UNSET and limit is UNSET:
+            return self.query(query)
         # The slot to probe: only with an int limit (or none) and a list or tuple of tags (or none).
         stand_in: tuple[Any, ...] | None = None
         if limit is UNSET or type(limit) is int:

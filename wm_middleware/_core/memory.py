@@ -302,18 +302,22 @@ class _ByKey:
     ) -> Any:
         """The live value stored under ``key`` counted as a hit, or :data:`MISSING` (not counted).
 
-        Lock-free (see ``store.py``). With ``refresh_after`` set and ``fetch`` given, an old
-        enough hit also starts the single background refresh of its key: in a thread, or in a
-        task of the running asyncio loop when ``is_async`` (then ``fetch`` returns an awaitable),
-        through the shared tier with ``codec`` as :meth:`load` does. Adapters build ``key``
-        themselves (any hashable); on ``MISSING`` they call :meth:`load`.
+        Lock-free on a live entry due no refresh (see ``store.py``). With ``refresh_after`` set
+        and ``fetch`` given, an old enough hit also starts the single background refresh of its
+        key: in a thread, or in a task of the running asyncio loop when ``is_async`` (then
+        ``fetch`` returns an awaitable), through the shared tier with ``codec`` as :meth:`load`
+        does. Adapters build ``key`` themselves (any hashable); on ``MISSING`` they call
+        :meth:`load`.
         """
         now = self._clock()
         entry = self._store.find(key, now)
-        if entry is None:
-            return MISSING
-        if entry.fresh <= now and fetch is not None:  # due a refresh: refresh_after is set
-            self._leader.refresh(entry, fetch, is_async, codec)
+        if entry is None:  # missing, expired or due a refresh: look again under the lock
+            with self._lock:
+                entry = self._store.lookup(key, now)
+            if entry is None:
+                return MISSING
+            if entry.fresh <= now and fetch is not None:  # due a refresh: refresh_after is set
+                self._leader.refresh(entry, fetch, is_async, codec)
         self._counts.hits += 1
         return self._copied(entry.value) if self._copy else entry.value
 
@@ -615,20 +619,26 @@ class WorkingMemory(_ByKey, Generic[T]):
             ValueError: a bad ``ttl``, or parameters nested too deeply.
             RuntimeError: ``fetch`` asked for its own key while computing it.
         """
-        key = self._keys.search_key(query, container_tags, limit, params)
+        # A str query alone is first tried as its own key: one in normal form is its key
+        # (normalising is idempotent, and a key with parameters is never a str), so the common
+        # hit builds no key. Any other query is normalised, refusing what cannot be a key.
+        plain = not params and container_tags is UNSET and limit is UNSET and type(query) is str
+        key = query if plain else self._keys.search_key(query, container_tags, limit, params)
         if ttl is not None:
             check_seconds("ttl", ttl)
         if not callable(fetch):
             raise _not_callable(fetch)
-        now = self._clock()
-        entry = self._store.find(key, now)  # probed once: a miss goes on with what it found
-        if entry is None:
-            loaded = self.load(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
-            return cast(T, loaded.value)
-        if entry.fresh <= now:  # due a refresh (so refresh_after is set): one, in the background
-            self._leader.refresh(entry, fetch, False, None)
-        self._counts.hits += 1
-        return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        entry = self._store.find(key, self._clock())
+        if entry is not None:  # the common hit: a live entry due no refresh
+            self._counts.hits += 1
+            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        if plain and (normal := self._keys.query(query)) != query:
+            return self.search(normal, fetch, ttl=ttl)  # the same search, by its key
+        value = self.lookup(key, fetch)  # a hit due a refresh (which it starts), or a miss
+        if value is not MISSING:
+            return cast(T, value)
+        loaded = self.load(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
+        return cast(T, loaded.value)
 
     async def asearch(
         self,
@@ -641,20 +651,23 @@ class WorkingMemory(_ByKey, Generic[T]):
         **params: Any,
     ) -> T:
         """Async :meth:`search`: ``fetch()`` returns an awaitable. See :meth:`aload`."""
-        key = self._keys.search_key(query, container_tags, limit, params)
+        plain = not params and container_tags is UNSET and limit is UNSET and type(query) is str
+        key = query if plain else self._keys.search_key(query, container_tags, limit, params)
         if ttl is not None:
             check_seconds("ttl", ttl)
         if not callable(fetch):
             raise _not_callable(fetch)
-        now = self._clock()
-        entry = self._store.find(key, now)  # as in search()
-        if entry is None:
-            loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
-            return cast(T, loaded.value)
-        if entry.fresh <= now:
-            self._leader.refresh(entry, fetch, True, None)
-        self._counts.hits += 1
-        return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        entry = self._store.find(key, self._clock())  # probed as in search()
+        if entry is not None:
+            self._counts.hits += 1
+            return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
+        if plain and (normal := self._keys.query(query)) != query:
+            return await self.asearch(normal, fetch, ttl=ttl)
+        value = self.lookup(key, fetch, is_async=True)
+        if value is not MISSING:
+            return cast(T, value)
+        loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
+        return cast(T, loaded.value)
 
     def get(self, query: str, **params: Any) -> T | None:
         """The live value for ``query`` and ``params``, or ``None``. Counts a hit or a miss."""

@@ -98,12 +98,16 @@ class Store:
 
     # -- reads ---------------------------------------------------------------------------------
     def find(self, key: Key, now: float) -> Entry | None:
-        """The live entry of ``key``, made most recent, or ``None``. Safe without a lock."""
+        """The live entry of ``key`` due no refresh, made most recent, or ``None``. No lock needed.
+
+        ``None`` says the entry is missing, expired or due a refresh; :meth:`lookup`, under the
+        owner's lock, tells those apart. One comparison: ``fresh`` is the earlier deadline.
+        """
         lru = self._lru
         entry = lru.get(key)
         if entry is None:
-            return self._pinned.get(key)
-        if entry.expires <= now:
+            return self._pinned.get(key)  # never due: a pinned entry's ``fresh`` is infinite
+        if entry.fresh <= now:
             return None
         try:
             lru.move_to_end(key)
