@@ -219,7 +219,7 @@ class KeyMemo:
             return self.query(query)
         # The slot to probe: only with an int limit (or none) and a list or tuple of tags (or none).
         stand_in: tuple[Any, ...] | None = None
-        if limit is UNSET or type(limit) is int:
+        if type(limit) is int or limit is UNSET:  # the common int limit first
             kind = type(container_tags)
             if kind is list or kind is tuple:
                 stand_in = (query, limit, tuple(container_tags))
