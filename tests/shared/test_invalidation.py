@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import pytest
@@ -157,6 +158,27 @@ def test_a_lost_subscriber_connection_clears_local_memories(
     raw.client_kill_filter(_type="pubsub")
     wait_until(lambda: any(everything for _, _, everything in sink.drops))
     wait_until(lambda: tier.subscribed)  # and it comes back by itself
+
+
+def pause_the_process(seconds: float) -> None:
+    """Hold the GIL for ``seconds``: no thread of this process runs meanwhile, as when a C
+    extension holds it or a loaded machine does not schedule the process (the server goes on)."""
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))  # a PyDLL call keeps the GIL
+
+
+def test_a_subscriber_does_not_take_its_own_pause_for_a_lost_connection(redis_url: str) -> None:
+    here, there = RedisTier(redis_url), RedisTier(redis_url)
+    sink = Sink()
+    there.bind(sink)
+    wait_until(lambda: there.subscribed)
+    key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
+    there.load(key, scopes, 60.0, lambda: "v")
+    for _ in range(2):  # each longer than a server may stay silent (0.3 s)
+        pause_the_process(0.6)
+    here.invalidate(keys=[key])
+    wait_until(lambda: sink.drops)
+    # Heard on the same connection: no drop of everything, nothing published meanwhile lost.
+    assert sink.drops == [(frozenset({key}), frozenset(), False)]
 
 
 def test_a_value_shared_across_a_subscriber_loss_is_not_kept_locally(
