@@ -155,7 +155,9 @@ def test_a_store_refused_for_memory_releases_the_lease_and_wakes_waiters(
 
 
 def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -> None:
-    tier = RedisTier(proxy.url, op_timeout=0.05, breaker_errors=100)
+    # op_timeout PATIENT (2 s): the healthy first call has room on a busy machine, and the
+    # trickled reply below would take 40 s, past InThread's 10 s, with a per-read timeout.
+    tier = patient_tier(proxy.url, breaker_errors=100)
     value = {"body": "x" * 4000}  # ~4 KB: 40 s at one byte every 10 ms
     assert tier.load("q", (), 600.0, lambda: value).outcome == "fetched"
     proxy.trickle = 0.01
@@ -173,9 +175,9 @@ def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -
 
 
 def test_a_slow_link_is_served_and_a_stalled_one_bounded(proxy: Proxy) -> None:
-    tier = RedisTier(proxy.url, op_timeout=0.5, breaker_errors=100)
+    tier = patient_tier(proxy.url, breaker_errors=100)
     assert tier.load("q", (), 600.0, lambda: [1]).outcome == "fetched"
-    proxy.latency = 0.03  # 30 ms each way: slower, still within op_timeout
+    proxy.latency = 0.03  # 30 ms each way: slower, still well within op_timeout
     assert tier.load("q", (), 600.0, lambda: [2]).outcome == "shared_hit"
     proxy.stalled = True  # a partition that drops packets: the connection stays open
     stalled = InThread(lambda: tier.load("q", (), 600.0, lambda: [3]))
