@@ -58,6 +58,9 @@ def test_a_stopped_server_warns_once_and_its_return_is_logged_once(
         return asyncio.run(tier.aload(key, (), 60.0, fetch)).outcome
 
     assert load("q") == "fetched"
+    # The subscriber settled first: a confirmation it reads only after the server died would
+    # count as a return, and its failed reconnections as a second outage.
+    wait_until(lambda: tier.subscribed)
     own_server.stop()
     for i in range(10):
         load(f"down{i}")
