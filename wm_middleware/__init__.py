@@ -47,7 +47,9 @@ Loaded on first use, so that what they depend on is imported only when needed:
 * ``CachingTransport``, ``AsyncCachingTransport``: httpx transports caching the API's reads;
 * ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra);
 * ``WorkingMemoryInstrumentor``: the ``opentelemetry-instrument`` loader's entry point (its base
-  class's module imports packaging and importlib.metadata).
+  class's module imports packaging and importlib.metadata);
+* ``CacheStats``: what ``WorkingMemory.stats()`` returns (a dataclass: :mod:`dataclasses` is
+  imported by the first ``stats()``, not at start-up).
 
 What is cached: searches (3.x ``search.memories|execute|documents``, ``profile``,
 ``documents.list``; 5.x ``search``, ``profile``, ``list``). Never cached: writes (they invalidate
@@ -59,12 +61,14 @@ part of the key.
 from __future__ import annotations
 
 import importlib as _importlib
-from importlib.util import find_spec as _find_spec
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ._core import CacheStats, WorkingMemory
+from ._core import WorkingMemory
 from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
+
+if TYPE_CHECKING:
+    from ._core.stats import CacheStats
 
 __all__ = [
     "AsyncCachingTransport",
@@ -83,9 +87,10 @@ __all__ = [
 # Imported on first use (name -> its module): they pull in modules neither the cache core nor
 # instrument() needs. redis-py is an extra (``wm-middleware[redis]``), and so is the OTLP
 # exporter; BaseInstrumentor's module, which only the ``opentelemetry-instrument`` loader needs,
-# imports packaging and importlib.metadata.
+# imports packaging and importlib.metadata; CacheStats's imports dataclasses.
 _LAZY = {
     "AsyncCachingTransport": "._adapters.httpx_transport",
+    "CacheStats": "._core.stats",
     "CachingTransport": "._adapters.httpx_transport",
     "RedisTier": "._redis",
     "WorkingMemoryInstrumentor": "._loader",
@@ -105,7 +110,9 @@ def __getattr__(name: str) -> Any:
 def __dir__() -> list[str]:
     # The lazily loaded names too, for dir() and help(), without importing them; RedisTier only
     # when redis-py is there, since help() gets every name it lists.
+    from importlib.util import find_spec
+
     names = set(globals()) | set(__all__)
-    if _find_spec("redis") is None:
+    if find_spec("redis") is None:
         names.discard("RedisTier")
     return sorted(names)

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import functools
 import importlib
-import inspect
-import logging
 import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
+from . import _logs
 from ._adapters import ADAPTERS, PatchTable
 from ._core import SharedTier, WorkingMemory
 from ._settings import OPTIONS, Settings, shown
@@ -42,8 +40,6 @@ if TYPE_CHECKING:
 
 __all__ = ["INSTRUMENTATION", "Instrumentation", "Request", "instrument", "uninstrument", "wrap"]
 
-logger = logging.getLogger("wm_middleware")
-
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -54,10 +50,7 @@ def _keyword_only(example: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
     """Refuse options given by position with a message that says so (``example`` shows how)."""
 
     def decorate(function: Callable[P, R]) -> Callable[P, R]:
-        takes = sum(
-            parameter.kind is parameter.POSITIONAL_OR_KEYWORD
-            for parameter in inspect.signature(function).parameters.values()
-        )
+        takes = function.__code__.co_argcount  # the parameters a caller may pass by position
 
         @functools.wraps(function)
         def checked(*args: P.args, **kwargs: P.kwargs) -> R:
@@ -133,14 +126,30 @@ def _shown(value: object) -> str:
     return shown(value) if isinstance(value, str) and "://" in value else repr(value)
 
 
-@dataclass(frozen=True, slots=True)
 class Request:
     """Everything one instrumentation is made of: two equal requests make the same one."""
 
-    settings: Settings
-    working_memory: WorkingMemory[Any] | None = None
-    tracer_provider: TracerProvider | None = None
-    meter_provider: MeterProvider | None = None
+    __slots__ = ("meter_provider", "settings", "tracer_provider", "working_memory")
+
+    def __init__(
+        self,
+        settings: Settings,
+        working_memory: WorkingMemory[Any] | None = None,
+        tracer_provider: TracerProvider | None = None,
+        meter_provider: MeterProvider | None = None,
+    ) -> None:
+        self.settings = settings
+        self.working_memory = working_memory
+        self.tracer_provider = tracer_provider
+        self.meter_provider = meter_provider
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Request):
+            return NotImplemented
+        return not self.differences(other)  # the same settings and the same objects
+
+    def __hash__(self) -> int:
+        return hash(self.settings)
 
     @classmethod
     def of(cls, arguments: Mapping[str, Any]) -> Request:
@@ -211,7 +220,7 @@ class Instrumentation:
             if active is not None and self.memory is not None:
                 if request == active:
                     return self.memory
-                logger.info(
+                _logs.info(
                     "wm_middleware: instrumenting again with %s; the previous working memory "
                     "is no longer used",
                     ", ".join(request.differences(active)),
@@ -224,7 +233,7 @@ class Instrumentation:
             table.apply(ADAPTERS, frozenset({"httpx"} if settings.httpx else ()))
             if _telemetry_in_use(request):
                 self._made_runtime()  # its metrics observe the memory from now on
-            logger.debug(
+            _logs.debug(
                 "wm_middleware: %d attribute(s) patched, waiting for the import of %s",
                 table.applied,
                 ", ".join(sorted(table.pending)) or "nothing",
@@ -256,7 +265,7 @@ _otlp_configured: list[str | None] = []
 def _configure_otlp(endpoint: str | None) -> None:
     if endpoint is not None:
         if _otlp_configured and _otlp_configured[0] != endpoint:
-            logger.warning(
+            _logs.logger().warning(
                 "wm_middleware: otlp_endpoint=%r not applied: this process already exports to "
                 "%r (OpenTelemetry's global providers are set once); pass tracer_provider= and "
                 "meter_provider= instead, or restart with OTEL_EXPORTER_OTLP_ENDPOINT=%s",
@@ -275,7 +284,7 @@ def _configure_otlp(endpoint: str | None) -> None:
         try:
             configure_otlp()
         except ImportError:  # the variable may be meant for another SDK: never fail for it
-            logger.warning(
+            _logs.logger().warning(
                 "wm_middleware: OTEL_EXPORTER_OTLP_ENDPOINT is set but the 'otlp' extra is "
                 "not installed; not exporting"
             )

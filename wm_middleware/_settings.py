@@ -16,13 +16,10 @@ the two equal.
 
 from __future__ import annotations
 
-import dataclasses
-import importlib.util
 import math
 import os
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final
 
 from ._core import SharedTier, check_seconds
@@ -140,6 +137,8 @@ def _tier(value: object, name: str) -> str | SharedTier:
         raise TypeError(f"{name} must be a redis:// URL or a RedisTier, not {type(value).__name__}")
     if not value.startswith(_SHARED_SCHEMES):
         raise ValueError(f"{name} must be a redis://, rediss:// or unix:// URL, got {shown(value)}")
+    import importlib.util  # here: only a shared URL needs it, and it costs start-up time
+
     if importlib.util.find_spec("redis") is None:
         raise ImportError(f"{name} needs redis-py: pip install 'wm-middleware[redis]'")
     return value
@@ -171,13 +170,20 @@ def _parse_text(raw: str, name: str) -> str:
     return raw
 
 
-@dataclass(frozen=True, slots=True)
 class ValueKind:
     """A kind of value: the values it takes, its check and its parser of a variable's text."""
 
-    rule: str  # for the table
-    check: Callable[[object, str], Any]  # of an argument, or of a variable once parsed
-    parse: Callable[[str, str], Any]
+    __slots__ = ("check", "parse", "rule")
+
+    def __init__(
+        self,
+        rule: str,  # for the table
+        check: Callable[[object, str], Any],  # of an argument, or of a variable once parsed
+        parse: Callable[[str, str], Any],
+    ) -> None:
+        self.rule = rule
+        self.check = check
+        self.parse = parse
 
 
 _BOOLEAN: Final = ValueKind("true or false", _boolean, _parse_boolean)
@@ -189,19 +195,32 @@ _TIER: Final = ValueKind("a redis://, rediss:// or unix:// URL", _tier, _parse_t
 _NAME: Final = ValueKind("a name", _name, _parse_text)
 
 
-@dataclass(frozen=True, slots=True)
 class Option:
     """One setting: its field (and argument), its variable, default, kind of value and meaning.
 
     ``bound``: what the setting's rule adds to its kind's (checked with the other settings).
     """
 
-    field: str
-    variable: str
-    default: Any
-    kind: ValueKind
-    meaning: str
-    bound: str | None = None
+    __slots__ = ("bound", "default", "field", "kind", "meaning", "variable")
+
+    def __init__(
+        self,
+        field: str,
+        variable: str,
+        default: Any,
+        kind: ValueKind,
+        meaning: str,
+        bound: str | None = None,
+    ) -> None:
+        self.field = field
+        self.variable = variable
+        self.default = default
+        self.kind = kind
+        self.meaning = meaning
+        self.bound = bound
+
+    def __repr__(self) -> str:
+        return f"Option({self.field!r}, {self.variable!r}, default={self.default!r})"
 
     @property
     def rule(self) -> str:
@@ -263,25 +282,54 @@ MEMORY_FIELDS: Final = frozenset({"max_entries", "ttl", "refresh_after", "shared
 """The settings of the working memory itself: with ``working_memory=`` they are that memory's."""
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
-    """The configuration one ``instrument()``, ``wrap()`` or loader run uses.
+_FIELDS: Final = tuple(option.field for option in OPTIONS)
 
-    Build it with :meth:`resolve`; the defaults here are those of :data:`OPTIONS`.
+
+class Settings:
+    """The configuration one ``instrument()``, ``wrap()`` or loader run uses, read-only.
+
+    One attribute per row of :data:`OPTIONS`, which holds the defaults. Build it with
+    :meth:`resolve`; two settings are equal when every value is.
     """
 
-    cache: bool = True
-    max_entries: int = 100
-    ttl: float = 60.0
-    refresh_after: float | None = None
-    shared: str | SharedTier | None = None
-    store_id: str | None = None
-    freshness: bool = True
-    settle_interval: float = 1.0
-    settle_max: float = 60.0
-    openinference: bool = False
-    trace_hits: bool = True
-    httpx: bool = False
+    __slots__ = _FIELDS
+    cache: bool
+    max_entries: int
+    ttl: float
+    refresh_after: float | None
+    shared: str | SharedTier | None
+    store_id: str | None
+    freshness: bool
+    settle_interval: float
+    settle_max: float
+    openinference: bool
+    trace_hits: bool
+    httpx: bool
+
+    def __init__(self, **values: Any) -> None:
+        """Every field by keyword (:meth:`resolve` checks the values)."""
+        if set(values) != set(_FIELDS):
+            raise TypeError(f"Settings takes exactly {', '.join(_FIELDS)}")
+        for name in _FIELDS:
+            object.__setattr__(self, name, values[name])
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"Settings are read-only: cannot set {name}")
+
+    def _values(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in _FIELDS)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Settings):
+            return NotImplemented
+        return self._values() == other._values()
+
+    def __hash__(self) -> int:
+        return hash(self._values())
+
+    def __repr__(self) -> str:
+        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        return f"Settings({shown})"
 
     @classmethod
     def resolve(
@@ -341,9 +389,9 @@ class Settings:
     def changes(self, other: Settings) -> dict[str, tuple[Any, Any]]:
         """``field -> (this value, other's value)`` for every field in which the two differ."""
         return {
-            field.name: (getattr(self, field.name), getattr(other, field.name))
-            for field in dataclasses.fields(self)
-            if getattr(self, field.name) != getattr(other, field.name)
+            name: (mine, theirs)
+            for name, mine, theirs in zip(_FIELDS, self._values(), other._values(), strict=True)
+            if mine != theirs
         }
 
 

@@ -100,6 +100,69 @@ def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patche
     assert found == ({"before": [], "hits": 1, "misses": 1}, 1)
 
 
+# Standard-library modules that cost an application tens of milliseconds of start-up, which
+# neither ``import wm_middleware`` nor ``instrument()`` needs (benchmarks/bench_startup.py).
+SLOW_STDLIB = ("dataclasses", "inspect", "logging", "copy")
+
+
+def test_instrument_loads_no_slow_standard_library_module_until_it_is_needed() -> None:
+    found = _run(
+        "before = set(sys.modules)\n"
+        "import wm_middleware\n"
+        "memory = wm_middleware.instrument()\n"
+        f"loaded = sorted(m for m in {SLOW_STDLIB!r} if m in set(sys.modules) - before)\n"
+        "memory.search('tea', lambda: ['green'])\n"
+        "hit = memory.search('tea', lambda: ['black'])\n"
+        "after_a_hit = sorted(m for m in ('dataclasses', 'copy') if m in sys.modules)\n"
+        "stats = memory.stats()\n"
+        "print(json.dumps({'loaded': loaded, 'hit': hit, 'after_a_hit': after_a_hit,\n"
+        "                  'stats': [type(stats).__name__, stats.hits, stats.misses],\n"
+        "                  'dataclasses': 'dataclasses' in sys.modules}))\n"
+    )
+    assert found == {
+        "loaded": [],
+        "hit": ["green"],
+        "after_a_hit": [],
+        "stats": ["CacheStats", 1, 1],
+        "dataclasses": True,  # CacheStats is a dataclass, loaded by the first stats()
+    }
+
+
+def test_without_logging_imported_a_debug_line_imports_nothing_and_a_warning_is_printed() -> None:
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys\n"
+            "from wm_middleware import _logs\n"
+            "_logs.debug('wm_middleware: not shown %s', 1)\n"
+            "_logs.info('wm_middleware: not shown either')\n"
+            "print('logging' in sys.modules)\n"
+            "_logs.logger().warning('wm_middleware: shown %s', 2)\n",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "False"
+    assert done.stderr.strip() == "wm_middleware: shown 2"
+
+
+def test_with_logging_configured_debug_and_info_lines_are_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from wm_middleware import _logs
+
+    with caplog.at_level(logging.DEBUG, logger="wm_middleware"):
+        _logs.debug("wm_middleware: debug %s", 1)
+        _logs.info("wm_middleware: info %s", 2)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "wm_middleware: debug 1"),
+        (logging.INFO, "wm_middleware: info 2"),
+    ]
+
+
 def test_the_suppression_check_is_imported_at_the_first_read_not_with_the_library(
     two_searches: TwoSearches,
 ) -> None:

@@ -7,7 +7,6 @@ the runtime, the telemetry), not on a table.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -66,10 +65,14 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
     wm_middleware.uninstrument()
 
 
-def test_the_table_is_the_settings_dataclass() -> None:
-    fields = {field.name: field.default for field in dataclasses.fields(Settings)}
-    assert fields == {option.field: option.default for option in OPTIONS}
-    assert set(SAMPLES) == set(fields)
+def test_the_table_is_the_settings_class() -> None:
+    fields = {option.field for option in OPTIONS}
+    assert set(Settings.__slots__) == fields == set(Settings.__annotations__)
+    defaults = Settings.resolve({}, {})
+    assert {name: getattr(defaults, name) for name in fields} == {
+        option.field: option.default for option in OPTIONS
+    }
+    assert set(SAMPLES) == fields
     assert all(variable.startswith("WM_MIDDLEWARE_") for variable in VARIABLES.values())
 
 
@@ -85,7 +88,19 @@ def test_the_brief_defaults() -> None:
         settle_interval=1.0,
         settle_max=60.0,
         openinference=False,
+        trace_hits=True,
+        httpx=False,
     )
+
+
+def test_settings_are_read_only_and_equal_by_value() -> None:
+    settings = Settings.resolve({"ttl": 5.0}, {})
+    with pytest.raises(AttributeError, match="read-only"):
+        settings.ttl = 6.0  # type: ignore[misc]
+    assert settings == Settings.resolve({"ttl": 5.0}, {})
+    assert hash(settings) == hash(Settings.resolve({"ttl": 5.0}, {}))
+    assert settings.changes(Settings.resolve({}, {})) == {"ttl": (5.0, 60.0)}
+    assert "ttl=5.0" in repr(settings)
 
 
 @pytest.mark.parametrize("field", sorted(SAMPLES))

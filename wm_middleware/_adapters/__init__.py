@@ -36,14 +36,13 @@ nor wrapt.
 from __future__ import annotations
 
 import importlib
-import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .. import _logs
 from . import import_hooks
 
 if TYPE_CHECKING:
@@ -51,30 +50,38 @@ if TYPE_CHECKING:
 
 __all__ = ["ADAPTERS", "Adapter", "Patch", "PatchTable", "Wrapper"]
 
-logger = logging.getLogger("wm_middleware")
-
 Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
 
 
-@dataclass(frozen=True, slots=True)
 class Patch:
     """Wrap ``module``'s attribute ``name`` (dotted within the module) with ``wrapper``."""
 
-    module: str
-    name: str
-    wrapper: Wrapper
+    __slots__ = ("module", "name", "wrapper")
+
+    def __init__(self, module: str, name: str, wrapper: Wrapper) -> None:
+        self.module = module
+        self.name = name
+        self.wrapper = wrapper
+
+    def __repr__(self) -> str:
+        return f"Patch({self.module!r}, {self.name!r})"
 
 
-@dataclass(frozen=True, slots=True)
 class Adapter:
     """An adapter module, the library whose import makes it apply, and its ``instrument()`` flag.
 
     Neither the adapter nor the library is imported before the application imports the library.
     """
 
-    module: str
-    library: str
-    flag: str | None = None
+    __slots__ = ("flag", "library", "module")
+
+    def __init__(self, module: str, library: str, flag: str | None = None) -> None:
+        self.module = module
+        self.library = library
+        self.flag = flag
+
+    def __repr__(self) -> str:
+        return f"Adapter({self.module!r}, {self.library!r})"
 
 
 # In the order they are applied.
@@ -87,12 +94,16 @@ ADAPTERS: tuple[Adapter, ...] = (
 
 
 # -- applying the table -------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
 class _Applied:
-    owner: Any  # the class or module holding the attribute
-    attribute: str
-    original: Any  # what ``owner.__dict__[attribute]`` was before
-    proxy: Any  # what we put there
+    """One patch in place: ``owner.__dict__[attribute]`` was ``original`` and is now ``proxy``."""
+
+    __slots__ = ("attribute", "original", "owner", "proxy")
+
+    def __init__(self, owner: Any, attribute: str, original: Any, proxy: Any) -> None:
+        self.owner = owner  # the class or module holding the attribute
+        self.attribute = attribute
+        self.original = original
+        self.proxy = proxy
 
 
 def _resolve(patch: Patch) -> tuple[Any, str]:
@@ -175,7 +186,9 @@ class PatchTable:
         try:
             patches = list(importlib.import_module(adapter.module).patches(self._runtime()))
         except Exception:  # an adapter that cannot load must not stop the others
-            logger.warning("wm_middleware: %s not instrumented", adapter.module, exc_info=True)
+            _logs.logger().warning(
+                "wm_middleware: %s not instrumented", adapter.module, exc_info=True
+            )
             return
         for patch in patches:
             self._patch(patch)
@@ -189,12 +202,12 @@ class PatchTable:
             wrapt.wrap_function_wrapper(owner, attribute, patch.wrapper)
             proxy = vars(owner)[attribute]
         except Exception:
-            logger.warning(
+            _logs.logger().warning(
                 "wm_middleware: could not patch %s.%s", patch.module, patch.name, exc_info=True
             )
             return
         self._applied.append(_Applied(owner, attribute, original, proxy))
-        logger.debug("wm_middleware: patched %s.%s", patch.module, patch.name)
+        _logs.debug("wm_middleware: patched %s.%s", patch.module, patch.name)
 
 
 def _put_back(applied: _Applied) -> None:
@@ -202,7 +215,7 @@ def _put_back(applied: _Applied) -> None:
     if current is applied.proxy:
         setattr(applied.owner, applied.attribute, applied.original)
     else:
-        logger.warning(
+        _logs.logger().warning(
             "wm_middleware: %s.%s was re-patched by someone else; left as it is",
             getattr(applied.owner, "__qualname__", applied.owner),
             applied.attribute,

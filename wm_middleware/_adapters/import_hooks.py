@@ -14,19 +14,18 @@ hook; the hooks stay registered for the next attempt.
 
 from __future__ import annotations
 
-import logging
 import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
+from .. import _logs
+
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
 
 __all__ = ["discard", "when_imported"]
-
-logger = logging.getLogger("wm_middleware")
 
 Hook = Callable[[ModuleType], None]
 
@@ -66,7 +65,9 @@ def _run(hooks: Sequence[Hook], module: ModuleType) -> None:
         try:
             hook(module)
         except Exception:
-            logger.warning("wm_middleware: could not instrument %s", module.__name__, exc_info=True)
+            _logs.logger().warning(
+                "wm_middleware: could not instrument %s", module.__name__, exc_info=True
+            )
 
 
 def _imported(name: str, module: ModuleType) -> None:

@@ -17,21 +17,21 @@ Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque. Who hold
 
 from __future__ import annotations
 
-import copy as _copy
-import inspect
 import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any, Generic, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 from .flight import AsyncLead, Flight, Group, Lead
 from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
-from .outcomes import MISSING, SERVED, CacheStats, Counters, LeaderOutcome, Loaded
+from .outcomes import MISSING, SERVED, Counters, LeaderOutcome, Loaded
 from .settling import Settle, Settlements, check_seconds
 from .store import Entry, Store
 from .tier import SharedCodec, SharedTier, TierResult
+
+if TYPE_CHECKING:
+    from .stats import CacheStats
 
 __all__ = ["WorkingMemory"]
 
@@ -44,6 +44,8 @@ def _not_callable(fetch: object) -> TypeError:
 
 
 def _check_fetch(fetch: object, *, is_async: bool) -> None:
+    import inspect  # on a miss, not with the core: see the package docstring
+
     if not callable(fetch):
         raise _not_callable(fetch)
     if not is_async and inspect.iscoroutinefunction(fetch):
@@ -52,6 +54,8 @@ def _check_fetch(fetch: object, *, is_async: bool) -> None:
 
 def _call_sync(fetch: Callable[[], Any]) -> Any:
     """``fetch()``, refusing an awaitable: caching one would hand out a spent coroutine."""
+    import inspect  # as in _check_fetch
+
     value = fetch()
     if inspect.isawaitable(value):
         if isinstance(value, Coroutine):
@@ -62,15 +66,24 @@ def _call_sync(fetch: Callable[[], Any]) -> Any:
     return value
 
 
-@dataclass(frozen=True, slots=True)
 class _Plan:
     """What a leader loads: where the value goes and how it crosses the tier."""
 
-    key: Key
-    scopes: tuple[Hashable, ...]
-    ttl: float
-    codec: SharedCodec | None
-    refresh: bool = False  # a background refresh: no re-check, and a failure re-arms it
+    __slots__ = ("codec", "key", "refresh", "scopes", "ttl")
+
+    def __init__(
+        self,
+        key: Key,
+        scopes: tuple[Hashable, ...],
+        ttl: float,
+        codec: SharedCodec | None,
+        refresh: bool = False,  # a background refresh: no re-check, and a failure re-arms it
+    ) -> None:
+        self.key = key
+        self.scopes = scopes
+        self.ttl = ttl
+        self.codec = codec
+        self.refresh = refresh
 
 
 class _Ran:
@@ -108,7 +121,6 @@ class _Ran:
         return value
 
 
-@dataclass(frozen=True, slots=True)
 class _Leader:
     """A leader's work for one memory, over the memory's own parts (it holds no state of its own).
 
@@ -116,14 +128,27 @@ class _Leader:
     flight group runs for the leader of a flight.
     """
 
-    store: Store
-    lock: threading.Lock
-    flights: Group
-    counts: Counters
-    settling: Settlements
-    shared: SharedTier | None
-    clock: Callable[[], float]
-    copy: bool
+    __slots__ = ("clock", "copy", "counts", "flights", "lock", "settling", "shared", "store")
+
+    def __init__(
+        self,
+        store: Store,
+        lock: threading.Lock,
+        flights: Group,
+        counts: Counters,
+        settling: Settlements,
+        shared: SharedTier | None,
+        clock: Callable[[], float],
+        copy: bool,
+    ) -> None:
+        self.store = store
+        self.lock = lock
+        self.flights = flights
+        self.counts = counts
+        self.settling = settling
+        self.shared = shared
+        self.clock = clock
+        self.copy = copy
 
     def plan(
         self, key: Key, scopes: tuple[Hashable, ...], ttl: float, codec: SharedCodec | None
@@ -132,7 +157,11 @@ class _Leader:
         return _Plan(key, scopes, self.settling.cap(key, scopes, ttl), codec)
 
     def copied(self, value: Any) -> Any:
-        return _copy.deepcopy(value) if self.copy else value
+        if not self.copy:
+            return value
+        import copy  # here: copy=True is the exception, and copy costs start-up time
+
+        return copy.deepcopy(value)
 
     # -- the steps -----------------------------------------------------------------------------
     def _recheck(self, plan: _Plan, count: bool) -> _Led | None:
@@ -439,7 +468,7 @@ class _ByKey:
         return self._leader.plan(key, scopes, seconds, codec)
 
     def _copied(self, value: Any) -> Any:
-        return _copy.deepcopy(value) if self._copy else value
+        return self._leader.copied(value)
 
     def _drop_settled(self, scopes: tuple[Hashable, ...]) -> None:
         """A settle ended: its scopes (and entries keyed by a scope, a plain query) go."""

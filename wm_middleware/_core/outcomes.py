@@ -4,18 +4,19 @@ A lookup ends in exactly one :data:`Outcome` (``hit``, ``miss`` or ``coalesced``
 :data:`Tier` (``local`` or ``shared``). The leader of a fetch learns from the shared tier how the
 value was produced (:data:`TierOutcome`), or finds the value stored already (``"hit"``), which
 :data:`SERVED` maps to the caller's words. :class:`Counters` holds the lookup counters the
-memory's :class:`CacheStats` reports; the store counts what happens to entries.
+memory's :class:`~.stats.CacheStats` reports; the store counts what happens to entries.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final, Literal, Protocol
+from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
+
+if TYPE_CHECKING:
+    from .stats import CacheStats
 
 __all__ = [
     "MISSING",
     "SERVED",
-    "CacheStats",
     "Counters",
     "EntryCounts",
     "LeaderOutcome",
@@ -99,6 +100,8 @@ class Counters:
         ``joined`` callers shared a local flight; ``tier_errors`` are the failures the tier
         counted itself, added to the faults counted here.
         """
+        from .stats import CacheStats  # imported by the first snapshot: see stats.py
+
         return CacheStats(
             hits=self.hits,
             misses=self.misses,
@@ -124,48 +127,6 @@ class EntryCounts(Protocol):
     def __len__(self) -> int: ...
 
 
-@dataclass(frozen=True, slots=True)
-class CacheStats:
-    """A consistent snapshot of a :class:`WorkingMemory`'s counters.
-
-    Every lookup (``get``, ``search``, ``asearch``, ``load``, ``aload``) counts exactly one of
-    ``hits``, ``misses`` and ``coalesced`` (joined a fetch already in flight). ``evictions`` are
-    LRU drops at ``max_entries``; ``expirations`` are entries found, or dropped to make room, past
-    their TTL; ``invalidations`` are entries dropped by ``invalidate``, ``invalidate_scope``,
-    ``clear`` or the shared tier. ``size`` counts pinned entries too; ``inflight`` is the number
-    of fetches running now.
-
-    With a shared tier: a value the tier had stored is a hit and also a ``shared_hit``; a lookup
-    that waited for another process's fetch is ``coalesced`` and also a ``shared_wait``; ``misses``
-    are the fetches this process ran. ``shared_errors`` are tier operations that failed or timed
-    out and were treated as a miss.
-    """
-
-    hits: int = 0
-    misses: int = 0
-    coalesced: int = 0
-    evictions: int = 0
-    expirations: int = 0
-    invalidations: int = 0
-    size: int = 0
-    inflight: int = 0
-    shared_hits: int = 0
-    shared_waits: int = 0
-    shared_errors: int = 0
-
-    @property
-    def lookups(self) -> int:
-        """Every counted lookup."""
-        return self.hits + self.misses + self.coalesced
-
-    @property
-    def hit_ratio(self) -> float:
-        """Share of lookups that did not start a fetch of their own (0.0 with no lookups)."""
-        lookups = self.lookups
-        return (self.hits + self.coalesced) / lookups if lookups else 0.0
-
-
-@dataclass(frozen=True, slots=True)
 class Loaded:
     """What :meth:`WorkingMemory.load` returns: the value and how it was obtained.
 
@@ -175,7 +136,13 @@ class Loaded:
     fetch produced the value (this call's own on a miss; ``None`` on a hit or a shared result).
     """
 
-    value: Any
-    outcome: Outcome
-    tier: Tier
-    leader: object
+    __slots__ = ("leader", "outcome", "tier", "value")
+
+    def __init__(self, value: Any, outcome: Outcome, tier: Tier, leader: object) -> None:
+        self.value = value
+        self.outcome = outcome
+        self.tier = tier
+        self.leader = leader
+
+    def __repr__(self) -> str:
+        return f"Loaded(outcome={self.outcome!r}, tier={self.tier!r}, value={self.value!r})"

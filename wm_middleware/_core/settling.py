@@ -18,24 +18,27 @@ calls back into the memory while holding its own lock, so the order is always me
 
 from __future__ import annotations
 
-import inspect
-import logging
 import math
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from dataclasses import dataclass, field
 from typing import Final, Literal
 
 from .keys import normalise_query
 
 __all__ = ["EndReason", "Settle", "Settlements", "as_scopes", "check_seconds"]
 
-logger = logging.getLogger(__name__)
-
 EndReason = Literal["until", "ended", "deadline"]
 """Why a settle ended: its condition held, :meth:`Settle.end` was called, or it ran out."""
 
 _MAX_SLEEP: Final = 0.25  # the thread re-reads the clock at least this often (fake clocks too)
+
+
+def _log_exception(level: str, message: str) -> None:
+    """Log ``message`` at ``level`` with the exception being handled. :mod:`logging` is imported
+    here, when there is something to log, not with the core (see the package docstring)."""
+    import logging
+
+    getattr(logging.getLogger(__name__), level)(message, exc_info=True)
 
 
 def as_scopes(scopes: Iterable[Hashable]) -> tuple[Hashable, ...]:
@@ -53,7 +56,6 @@ def check_seconds(name: str, value: object) -> float:
     return seconds
 
 
-@dataclass(eq=False, repr=False, slots=True)
 class Settle:
     """One settle of some scopes, as :meth:`WorkingMemory.settle` returns it.
 
@@ -61,15 +63,36 @@ class Settle:
     :data:`EndReason`. Written under the registry's lock; read anywhere. Compared by identity.
     """
 
-    _registry: Settlements
-    scopes: tuple[Hashable, ...]
-    deadline: float
-    until: Callable[[], object] | None
-    every: float
-    _drop: Callable[[tuple[Hashable, ...]], object]
-    next_poll: float = math.inf
-    reason: EndReason | None = None
-    _done: threading.Event = field(default_factory=threading.Event)
+    __slots__ = (
+        "_done",
+        "_drop",
+        "_registry",
+        "deadline",
+        "every",
+        "next_poll",
+        "reason",
+        "scopes",
+        "until",
+    )
+
+    def __init__(
+        self,
+        registry: Settlements,
+        scopes: tuple[Hashable, ...],
+        deadline: float,
+        until: Callable[[], object] | None,
+        every: float,
+        drop: Callable[[tuple[Hashable, ...]], object],
+    ) -> None:
+        self._registry = registry
+        self.scopes = scopes
+        self.deadline = deadline
+        self.until = until
+        self.every = every
+        self._drop = drop
+        self.next_poll = math.inf
+        self.reason: EndReason | None = None
+        self._done = threading.Event()
 
     @property
     def active(self) -> bool:
@@ -135,6 +158,8 @@ class Settlements:
         if until is not None:
             if not callable(until):
                 raise TypeError(f"until must be callable, not {type(until).__name__}")
+            import inspect  # here: settling is rare, and inspect costs start-up time
+
             if inspect.iscoroutinefunction(until):
                 raise TypeError("until must be a plain function returning a bool, not async")
         now = self._clock()
@@ -200,7 +225,7 @@ class Settlements:
         try:
             settle._drop(settle.scopes)
         except Exception:  # an end never raises into whoever ended it
-            logger.warning("wm_middleware: dropping settled scopes failed", exc_info=True)
+            _log_exception("warning", "wm_middleware: dropping settled scopes failed")
         finally:
             settle._done.set()
         return True
@@ -242,5 +267,5 @@ class Settlements:
         try:
             return bool(until())
         except Exception:  # a failing condition means "not yet"; the deadline still ends it
-            logger.debug("wm_middleware: a settle condition raised", exc_info=True)
+            _log_exception("debug", "wm_middleware: a settle condition raised")
             return False

@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
-from dataclasses import dataclass
 from typing import Any, Final, cast
 
 from .keys import Key
@@ -34,7 +33,6 @@ _MAX_QUEUES: Final = 32  # expiry queues, one per distinct TTL up to this many
 _NO_KEY: Final = object()
 
 
-@dataclass(eq=False, slots=True)
 class Entry:
     """One stored value. ``expires``/``fresh`` are monotonic deadlines (``inf``: never).
 
@@ -43,12 +41,26 @@ class Entry:
     identity: the expiry queues tell a live entry from a dropped one of the same key.
     """
 
-    key: Key
-    value: Any
-    expires: float
-    fresh: float
-    ttl: float
-    scopes: tuple[Hashable, ...]
+    __slots__ = ("expires", "fresh", "key", "scopes", "ttl", "value")
+
+    def __init__(
+        self,
+        key: Key,
+        value: Any,
+        expires: float,
+        fresh: float,
+        ttl: float,
+        scopes: tuple[Hashable, ...],
+    ) -> None:
+        self.key = key
+        self.value = value
+        self.expires = expires
+        self.fresh = fresh
+        self.ttl = ttl
+        self.scopes = scopes
+
+    def __repr__(self) -> str:
+        return f"Entry(key={self.key!r}, expires={self.expires}, ttl={self.ttl})"
 
 
 class Store:

@@ -18,7 +18,6 @@ Contract for an implementation:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Iterable
-from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from .outcomes import TierOutcome
@@ -26,18 +25,22 @@ from .outcomes import TierOutcome
 __all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierOutcome", "TierResult"]
 
 
-@dataclass(frozen=True, slots=True)
 class TierResult:
     """What :meth:`SharedTier.load` returns to the in-process leader."""
 
-    value: Any
-    outcome: TierOutcome
-    # False while the tier cannot promise to deliver invalidations to this process (its
-    # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
-    keep_local: bool = True
+    __slots__ = ("keep_local", "outcome", "value")
+
+    def __init__(self, value: Any, outcome: TierOutcome, keep_local: bool = True) -> None:
+        self.value = value
+        self.outcome = outcome
+        # False while the tier cannot promise to deliver invalidations to this process (its
+        # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
+        self.keep_local = keep_local
+
+    def __repr__(self) -> str:
+        return f"TierResult(outcome={self.outcome!r}, keep_local={self.keep_local})"
 
 
-@dataclass(frozen=True, slots=True)
 class SharedCodec:
     """How one kind of cached value crosses the shared tier: as JSON data, never pickled.
 
@@ -55,8 +58,11 @@ class SharedCodec:
     Both run only when the tier is used (a store, a shared hit or wait), never on an L1 hit.
     """
 
-    dump: Callable[[Any], Any]
-    load: Callable[[Any], Any]
+    __slots__ = ("dump", "load")
+
+    def __init__(self, dump: Callable[[Any], Any], load: Callable[[Any], Any]) -> None:
+        self.dump = dump
+        self.load = load
 
 
 class InvalidationSink(Protocol):

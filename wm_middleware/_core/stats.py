@@ -1,0 +1,54 @@
+"""The statistics a :class:`WorkingMemory` reports.
+
+A module of its own because :class:`CacheStats` is a dataclass, and :mod:`dataclasses` costs an
+application tens of milliseconds of start-up: it is imported by the first ``stats()``, not by
+``instrument()``. The rest of the core's records are named tuples or slotted classes for the
+same reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["CacheStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class CacheStats:
+    """A consistent snapshot of a :class:`WorkingMemory`'s counters.
+
+    Every lookup (``get``, ``search``, ``asearch``, ``load``, ``aload``) counts exactly one of
+    ``hits``, ``misses`` and ``coalesced`` (joined a fetch already in flight). ``evictions`` are
+    LRU drops at ``max_entries``; ``expirations`` are entries found, or dropped to make room, past
+    their TTL; ``invalidations`` are entries dropped by ``invalidate``, ``invalidate_scope``,
+    ``clear`` or the shared tier. ``size`` counts pinned entries too; ``inflight`` is the number
+    of fetches running now.
+
+    With a shared tier: a value the tier had stored is a hit and also a ``shared_hit``; a lookup
+    that waited for another process's fetch is ``coalesced`` and also a ``shared_wait``; ``misses``
+    are the fetches this process ran. ``shared_errors`` are tier operations that failed or timed
+    out and were treated as a miss.
+    """
+
+    hits: int = 0
+    misses: int = 0
+    coalesced: int = 0
+    evictions: int = 0
+    expirations: int = 0
+    invalidations: int = 0
+    size: int = 0
+    inflight: int = 0
+    shared_hits: int = 0
+    shared_waits: int = 0
+    shared_errors: int = 0
+
+    @property
+    def lookups(self) -> int:
+        """Every counted lookup."""
+        return self.hits + self.misses + self.coalesced
+
+    @property
+    def hit_ratio(self) -> float:
+        """Share of lookups that did not start a fetch of their own (0.0 with no lookups)."""
+        lookups = self.lookups
+        return (self.hits + self.coalesced) / lookups if lookups else 0.0
