@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 import redis
 
+from wm_middleware import RedisTier
+
 from . import workers
 from .conftest import SPAWN, HeldLeader, InThread, Sink, blocked, patient_tier, wait_until
 from .servers import Server
@@ -23,6 +25,18 @@ def scopes_of(tenant: tuple[str, Any], tag: str, query: str) -> tuple[Any, ...]:
 
 def key_of(tenant: tuple[str, Any], query: str) -> tuple[Any, ...]:
     return ("sdk", tenant[1], "search", query)
+
+
+def listening_peer(redis_url: str) -> tuple[RedisTier, Sink]:
+    """Another process's tier, subscribed, that loaded ``key_of(TENANT_A, "q")`` with its scopes
+    (messages name digests it knows), and the sink recording its drops. Keep the tier: one
+    dropped by its owner stops listening."""
+    there = patient_tier(redis_url)
+    sink = Sink()
+    there.bind(sink)
+    wait_until(lambda: there.subscribed)
+    there.load(key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q"), 60.0, lambda: "v")
+    return there, sink
 
 
 def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> None:
@@ -49,12 +63,7 @@ def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> No
 def test_invalidation_messages_name_digests_each_process_maps_to_its_own_entries(
     redis_url: str,
 ) -> None:
-    here, there = patient_tier(redis_url), patient_tier(redis_url)
-    sink = Sink()
-    there.bind(sink)
-    wait_until(lambda: there.subscribed)
-    key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
-    there.load(key, scopes, 60.0, lambda: "v")
+    here, (_listening, sink) = patient_tier(redis_url), listening_peer(redis_url)
     here.invalidate(keys=[key_of(TENANT_A, "other")], scopes=[("tag", TENANT_A[1], "user-2")])
     here.invalidate(scopes=[("tag", TENANT_A[1], "user-1")])
     wait_until(lambda: sink.drops)
@@ -165,18 +174,13 @@ def pause_the_process(seconds: float) -> None:
 
 
 def test_a_subscriber_does_not_take_its_own_pause_for_a_lost_connection(redis_url: str) -> None:
-    here, there = patient_tier(redis_url), patient_tier(redis_url)
-    sink = Sink()
-    there.bind(sink)
-    wait_until(lambda: there.subscribed)
-    key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
-    there.load(key, scopes, 60.0, lambda: "v")
+    here, (_listening, sink) = patient_tier(redis_url), listening_peer(redis_url)
     for _ in range(2):  # each longer than a server may stay silent (0.3 s)
         pause_the_process(0.6)
-    here.invalidate(keys=[key])
+    here.invalidate(keys=[key_of(TENANT_A, "q")])
     wait_until(lambda: sink.drops)
     # Heard on the same connection: no drop of everything, nothing published meanwhile lost.
-    assert sink.drops == [(frozenset({key}), frozenset(), False)]
+    assert sink.drops == [(frozenset({key_of(TENANT_A, "q")}), frozenset(), False)]
 
 
 def test_a_value_shared_across_a_subscriber_loss_is_not_kept_locally(
