@@ -50,7 +50,9 @@ ROOT = Path(__file__).resolve().parent.parent
 INSTRUMENT = "import wm_middleware; wm_middleware.instrument()"
 # What ``import wm_middleware; instrument()`` imports from the standard library
 # (tests/configuration/test_lazy_patching.py keeps the slow ones out).
-STDLIB = "import collections, contextlib, contextvars, functools, math, re, threading, types, typing"
+STDLIB = (
+    "import collections, contextlib, contextvars, functools, math, re, threading, types, typing"
+)
 
 CANDIDATES: dict[str, str] = {
     "pass": "pass",

@@ -20,11 +20,14 @@ from ..conftest import wait_until as wait_until
 from . import workers
 from .faults import Proxy
 from .servers import KINDS, Cluster, Server, server_binary
+from .tiers import PATIENT as PATIENT
+from .tiers import patient_tier as patient_tier
 
 SPAWN = multiprocessing.get_context("spawn")  # real, fresh processes, as a fleet has
 
 
-# ``wait_until`` is tests/conftest.py's; importable from here as before.
+# ``wait_until`` is tests/conftest.py's; importable from here as before. ``patient_tier`` and
+# ``PATIENT`` are .tiers': the tier of every test whose subject is not its timeout.
 
 
 def fleet(target: Callable[..., None], processes: int, *args: Any) -> list[Any]:

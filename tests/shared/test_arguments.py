@@ -13,6 +13,8 @@ import wm_middleware
 from wm_middleware import RedisTier
 from wm_middleware._core import SharedTier
 
+from .conftest import PATIENT, patient_tier
+
 
 def test_redis_tier_implements_the_shared_tier_protocol(redis_url: str) -> None:
     assert isinstance(RedisTier(redis_url), SharedTier)
@@ -62,10 +64,10 @@ def test_construction_makes_no_connection() -> None:
 
 def test_a_client_target_is_reached_with_the_tiers_own_timeouts(redis_url: str) -> None:
     given: Any = redis.Redis.from_url(redis_url, socket_timeout=30)
-    tier = RedisTier(given, op_timeout=0.05)
+    tier = patient_tier(given)
     assert tier.load("q", (), 60.0, lambda: 1).outcome == "fetched"
     main = tier._process.sync.main  # type: ignore[union-attr]
-    assert main.connection_pool.connection_kwargs["socket_timeout"] == 0.05
+    assert main.connection_pool.connection_kwargs["socket_timeout"] == PATIENT
     retry = main.connection_pool.connection_kwargs["retry"]
     # At most one immediate retry, on a broken connection only: never on a timeout.
     assert retry._retries <= 1
@@ -78,7 +80,7 @@ def test_an_asyncio_client_target_serves_sync_and_async_calls(redis_url: str) ->
 
     import redis.asyncio
 
-    tier = RedisTier(redis.asyncio.Redis.from_url(redis_url))
+    tier = patient_tier(redis.asyncio.Redis.from_url(redis_url))
     assert tier.load("q", (), 60.0, lambda: [1]).outcome == "fetched"
 
     async def fetch() -> list[int]:
@@ -88,7 +90,7 @@ def test_an_asyncio_client_target_serves_sync_and_async_calls(redis_url: str) ->
 
 
 def test_keys_that_no_other_process_could_spell_are_not_shared(redis_url: str) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     key = ("q", object())
     assert tier.load(key, (), 60.0, lambda: 1).outcome == "fetched"
     assert tier.load(key, (), 60.0, lambda: 2).value == 2

@@ -9,9 +9,7 @@ import redis
 import redis.asyncio.cluster
 import redis.cluster
 
-from wm_middleware import RedisTier
-
-from .conftest import Sink, wait_until
+from .conftest import Sink, patient_tier, wait_until
 from .servers import Cluster, Server
 
 TENANT = ("tenant", ("https://api.supermemory.ai", "fp-a"))
@@ -35,7 +33,7 @@ def slots_in_use(client: redis.cluster.RedisCluster) -> dict[int, list[bytes]]:
 
 
 def test_a_call_on_a_cluster_touches_one_slot(cluster_client: redis.cluster.RedisCluster) -> None:
-    tier = RedisTier(cluster_client)
+    tier = patient_tier(cluster_client)
     assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 1}).outcome == "fetched"
     assert tier.load(KEY, SCOPES, 60.0, dict).outcome == "shared_hit"
     tier.invalidate(keys=[KEY], scopes=[("tag", TENANT[1], "user-1"), "prefs"])
@@ -50,7 +48,7 @@ def test_an_asyncio_cluster_client_is_accepted(cluster: Cluster) -> None:
     async def main() -> list[str]:
         client = redis.asyncio.cluster.RedisCluster(host="127.0.0.1", port=cluster.port)
         await client.initialize()
-        tier = RedisTier(client)
+        tier = patient_tier(client)
 
         async def fetch() -> list[int]:
             return [1]
@@ -64,12 +62,14 @@ def test_an_asyncio_cluster_client_is_accepted(cluster: Cluster) -> None:
 
 
 def test_invalidation_is_heard_across_a_cluster(cluster: Cluster) -> None:
-    listener = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.nodes[2].port))
+    listener = patient_tier(
+        redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.nodes[2].port)
+    )
     sink = Sink()
     listener.bind(sink)
     wait_until(lambda: listener.subscribed)
     listener.load(KEY, SCOPES, 60.0, lambda: "held here")  # messages name digests it knows
-    writer = RedisTier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
+    writer = patient_tier(redis.cluster.RedisCluster(host="127.0.0.1", port=cluster.port))
     writer.invalidate(scopes=[TENANT])
     # (drops of everything, from a subscriber that lost its connection on a busy machine, are
     # legitimate and left out)
@@ -85,7 +85,7 @@ def _ask(node: Server, *args: object) -> object:
 def test_a_tenant_slot_migrated_to_another_node_keeps_serving(
     cluster: Cluster, cluster_client: redis.cluster.RedisCluster
 ) -> None:
-    tier = RedisTier(cluster_client)
+    tier = patient_tier(cluster_client)
     assert tier.load(KEY, SCOPES, 60.0, lambda: {"r": 1}).outcome == "fetched"
     (slot,) = [
         s for s, names in slots_in_use(cluster_client).items() if any(b":e:" in n for n in names)

@@ -18,7 +18,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import HeldLeader, InThread, Sink, blocked, kill_a_leader, wait_until
+from .conftest import HeldLeader, InThread, Sink, blocked, kill_a_leader, patient_tier, wait_until
 from .faults import Proxy
 from .servers import Server
 from .workers import COUNTER
@@ -66,9 +66,10 @@ def test_a_failed_invalidation_is_replayed_before_anything_is_served(
 ) -> None:
     proxy = Proxy(aof_server.port)
     try:
-        # Bounds a loaded machine still meets: only the fault must make the writer's call fail.
+        # Bounds a loaded machine still meets: only the fault must make the writer's call fail;
+        # the peer never meets it.
         writer = RedisTier(proxy.url, op_timeout=0.5, breaker_errors=100)
-        peer = RedisTier(aof_server.url, op_timeout=1.0, breaker_errors=100)
+        peer = patient_tier(aof_server.url, breaker_errors=100)
         assert writer.load(KEY, SCOPES, 600.0, lambda: "old").outcome == "fetched"
         assert peer.load(KEY, SCOPES, 600.0, lambda: "new").value == "old"
         with unreachable(fault, aof_server, proxy):
@@ -83,7 +84,7 @@ def test_a_failed_invalidation_is_replayed_before_anything_is_served(
             mine = asyncio.run(writer.aload(KEY, SCOPES, 600.0, fetch))
         assert mine.value == "new"  # the writer never sees its own write undone
         assert peer.load(KEY, SCOPES, 600.0, lambda: "new").value == "new"
-        fresh = RedisTier(aof_server.url)
+        fresh = patient_tier(aof_server.url)
         assert fresh.load(KEY, SCOPES, 600.0, lambda: "new").value == "new"
     finally:
         proxy.close()
@@ -109,7 +110,7 @@ def test_pending_invalidations_are_bounded_and_still_reach_every_key(own_server:
 def test_invalidation_works_on_a_full_noeviction_server(own_server: Server) -> None:
     raw = own_server.client()
     raw.config_set("maxmemory-policy", "noeviction")
-    writer, reader = RedisTier(own_server.url), RedisTier(own_server.url)
+    writer, reader = patient_tier(own_server.url), patient_tier(own_server.url)
     sink = Sink()
     reader.bind(sink)
     wait_until(lambda: reader.subscribed)
@@ -132,7 +133,10 @@ def test_a_store_refused_for_memory_releases_the_lease_and_wakes_waiters(
 ) -> None:
     raw = own_server.client()
     raw.config_set("maxmemory-policy", "noeviction")
-    leader, waiter = RedisTier(own_server.url, lease=30.0), RedisTier(own_server.url, lease=30.0)
+    leader, waiter = (
+        patient_tier(own_server.url, lease=30.0),
+        patient_tier(own_server.url, lease=30.0),
+    )
     held = HeldLeader(leader, "q", {"big": "x" * 1000})
     waiting = InThread(lambda: waiter.load("q", (), 60.0, lambda: "own"))
     wait_until(lambda: blocked(raw) >= 1)
@@ -152,7 +156,9 @@ def test_a_store_refused_for_memory_releases_the_lease_and_wakes_waiters(
 
 
 def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -> None:
-    tier = RedisTier(proxy.url, op_timeout=0.05, breaker_errors=100)
+    # op_timeout PATIENT (2 s): the healthy first call has room on a busy machine, and the
+    # trickled reply below would take 40 s, past InThread's 10 s, with a per-read timeout.
+    tier = patient_tier(proxy.url, breaker_errors=100)
     value = {"body": "x" * 4000}  # ~4 KB: 40 s at one byte every 10 ms
     assert tier.load("q", (), 600.0, lambda: value).outcome == "fetched"
     proxy.trickle = 0.01
@@ -170,9 +176,9 @@ def test_op_timeout_bounds_a_call_on_a_trickling_link(proxy: Proxy, mode: str) -
 
 
 def test_a_slow_link_is_served_and_a_stalled_one_bounded(proxy: Proxy) -> None:
-    tier = RedisTier(proxy.url, op_timeout=0.5, breaker_errors=100)
+    tier = patient_tier(proxy.url, breaker_errors=100)
     assert tier.load("q", (), 600.0, lambda: [1]).outcome == "fetched"
-    proxy.latency = 0.03  # 30 ms each way: slower, still within op_timeout
+    proxy.latency = 0.03  # 30 ms each way: slower, still well within op_timeout
     assert tier.load("q", (), 600.0, lambda: [2]).outcome == "shared_hit"
     proxy.stalled = True  # a partition that drops packets: the connection stays open
     stalled = InThread(lambda: tier.load("q", (), 600.0, lambda: [3]))
@@ -187,7 +193,7 @@ def test_after_a_leader_dies_one_waiter_takes_over_and_the_rest_wait(
     redis_url: str, raw: redis.Redis
 ) -> None:
     kill_a_leader(redis_url, raw, "q", lease=2.0)
-    tiers = [RedisTier(redis_url, lease=2.0) for _ in range(4)]
+    tiers = [patient_tier(redis_url, lease=2.0) for _ in range(4)]
 
     def fetch() -> str:
         return workers.counted_fetch(redis_url, "fresh", 0.3)  # type: ignore[no-any-return]
@@ -206,7 +212,7 @@ def test_invalidation_messages_carry_no_query_text_or_parameter(redis_url: str) 
     listener = redis.Redis.from_url(redis_url).pubsub()
     listener.subscribe("wm:v1:invalidate")
     assert listener.get_message(timeout=5)["type"] == "subscribe"  # type: ignore[index]
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     tier.invalidate(keys=[KEY], scopes=[TAG, "what does alice like"])
     message = None
     deadline = time.monotonic() + 5
@@ -224,10 +230,10 @@ def test_invalidation_messages_carry_no_query_text_or_parameter(redis_url: str) 
 
 def test_a_lease_without_a_ttl_never_makes_waiters_poll(own_server: Server) -> None:
     raw = own_server.client()
-    held = HeldLeader(RedisTier(own_server.url), "q", "v")
+    held = HeldLeader(patient_tier(own_server.url), "q", "v")
     (lease,) = raw.scan_iter(match="wm:v1:*:l:*")
     raw.persist(lease)
-    waiter = RedisTier(own_server.url)
+    waiter = patient_tier(own_server.url)
     before = round_trips(own_server)
     waiting = InThread(lambda: waiter.load("q", (), 30.0, lambda: "x"))
     time.sleep(0.3)  # a polling waiter shows itself meanwhile; a blocked one sends nothing
@@ -239,7 +245,7 @@ def test_a_lease_without_a_ttl_never_makes_waiters_poll(own_server: Server) -> N
 def test_an_entry_without_a_ttl_is_never_served_past_its_own_expiry(
     redis_url: str, raw: redis.Redis
 ) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     tier.load("q", (), 0.2, lambda: "old")
     raw.persist(entry_key(raw))
     time.sleep(0.3)  # past the entry's 0.2 s; the server would keep it forever
@@ -253,7 +259,7 @@ def test_an_entry_without_a_ttl_is_never_served_past_its_own_expiry(
 def test_a_corrupt_entry_with_a_valid_header_is_a_miss_that_leases_and_stores(
     redis_url: str, raw: redis.Redis
 ) -> None:
-    tier, other = RedisTier(redis_url), RedisTier(redis_url)
+    tier, other = patient_tier(redis_url), patient_tier(redis_url)
     tier.load("q", (), 60.0, lambda: {"ok": 1})
     name = entry_key(raw)
     header = raw.get(name).split(b"\n", 1)[0]  # type: ignore[union-attr]
@@ -307,7 +313,7 @@ def test_an_acl_user_is_served_and_its_password_stays_hidden(
         commands=["+@all"],
     )
     url = f"redis://app:s3cr3tpw@127.0.0.1:{own_server.port}/0"
-    tier, other = RedisTier(url), RedisTier(url)
+    tier, other = patient_tier(url), patient_tier(url)
     assert tier.load(KEY, SCOPES, 60.0, lambda: [1]).outcome == "fetched"
     assert other.load(KEY, SCOPES, 60.0, list).outcome == "shared_hit"
     tier.invalidate(scopes=[TAG])

@@ -6,11 +6,11 @@ import json
 import os
 import time
 
-from wm_middleware import RedisTier
+from .conftest import patient_tier
 
 
 def test_connections_are_made_in_the_process_that_uses_them(redis_url: str) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     tier.load("q", (), 60.0, lambda: "v")
     parent_id = tier._process.sync.main.client_id()  # type: ignore[union-attr]
     read, write = os.pipe()

@@ -11,7 +11,7 @@ import redis
 
 from wm_middleware import RedisTier
 
-from .conftest import Sink, wait_until
+from .conftest import Sink, patient_tier, wait_until
 from .servers import Server
 
 
@@ -45,7 +45,7 @@ def test_a_stopped_server_warns_once_and_its_return_is_logged_once(
     own_server: Server, caplog: pytest.LogCaptureFixture, mode: str
 ) -> None:
     caplog.set_level(logging.INFO, logger="wm_middleware")
-    tier = RedisTier(own_server.url, op_timeout=0.05, breaker_errors=2, breaker_cooldown=0.05)
+    tier = patient_tier(own_server.url, breaker_errors=2, breaker_cooldown=0.05)
     where = f":{own_server.port}/"
 
     def load(key: str) -> str:
@@ -58,6 +58,9 @@ def test_a_stopped_server_warns_once_and_its_return_is_logged_once(
         return asyncio.run(tier.aload(key, (), 60.0, fetch)).outcome
 
     assert load("q") == "fetched"
+    # The subscriber settled first: a confirmation it reads only after the server died would
+    # count as a return, and its failed reconnections as a second outage.
+    wait_until(lambda: tier.subscribed)
     own_server.stop()
     for i in range(10):
         load(f"down{i}")
@@ -80,7 +83,7 @@ def test_close_stops_the_subscriber_and_closes_every_connection(
     redis_url: str, raw: redis.Redis
 ) -> None:
     before = {int(c["id"]) for c in raw.client_list()}
-    with RedisTier(redis_url) as tier:
+    with patient_tier(redis_url) as tier:
         tier.bind(Sink())
         wait_until(lambda: tier.subscribed)
         tier.load("q", (), 60.0, lambda: 1)
@@ -100,7 +103,7 @@ def test_close_stops_the_subscriber_and_closes_every_connection(
 
 def test_close_also_closes_an_event_loops_connections(redis_url: str, raw: redis.Redis) -> None:
     before = {int(c["id"]) for c in raw.client_list()}
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
 
     async def main() -> None:
         async def fetch() -> int:

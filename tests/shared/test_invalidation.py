@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import pytest
@@ -10,7 +11,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import SPAWN, HeldLeader, InThread, Sink, blocked, wait_until
+from .conftest import SPAWN, HeldLeader, InThread, Sink, blocked, patient_tier, wait_until
 from .servers import Server
 
 TENANT_A = ("tenant", ("https://api.supermemory.ai", "fp-a"))
@@ -26,6 +27,18 @@ def key_of(tenant: tuple[str, Any], query: str) -> tuple[Any, ...]:
     return ("sdk", tenant[1], "search", query)
 
 
+def listening_peer(redis_url: str) -> tuple[RedisTier, Sink]:
+    """Another process's tier, subscribed, that loaded ``key_of(TENANT_A, "q")`` with its scopes
+    (messages name digests it knows), and the sink recording its drops. Keep the tier: one
+    dropped by its owner stops listening."""
+    there = patient_tier(redis_url)
+    sink = Sink()
+    there.bind(sink)
+    wait_until(lambda: there.subscribed)
+    there.load(key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q"), 60.0, lambda: "v")
+    return there, sink
+
+
 def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> None:
     ready = SPAWN.Event()
     drops = SPAWN.Queue()
@@ -34,7 +47,7 @@ def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> No
     listener.start()
     try:
         assert ready.wait(30)
-        tier = RedisTier(redis_url)
+        tier = patient_tier(redis_url)
         tier.invalidate(keys=[key_of(TENANT_A, "q")], scopes=[("tag", TENANT_A[1], "user-1")])
         keys, scopes, everything = drops.get(timeout=5)
         assert keys == [repr(key_of(TENANT_A, "q"))]
@@ -50,12 +63,7 @@ def test_invalidation_reaches_another_process_local_memory(redis_url: str) -> No
 def test_invalidation_messages_name_digests_each_process_maps_to_its_own_entries(
     redis_url: str,
 ) -> None:
-    here, there = RedisTier(redis_url), RedisTier(redis_url)
-    sink = Sink()
-    there.bind(sink)
-    wait_until(lambda: there.subscribed)
-    key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
-    there.load(key, scopes, 60.0, lambda: "v")
+    here, (_listening, sink) = patient_tier(redis_url), listening_peer(redis_url)
     here.invalidate(keys=[key_of(TENANT_A, "other")], scopes=[("tag", TENANT_A[1], "user-2")])
     here.invalidate(scopes=[("tag", TENANT_A[1], "user-1")])
     wait_until(lambda: sink.drops)
@@ -75,7 +83,7 @@ def test_invalidation_messages_name_digests_each_process_maps_to_its_own_entries
 def test_every_kind_of_invalidation_makes_other_processes_miss(
     redis_url: str, invalidation: dict[str, Any] | None
 ) -> None:
-    writer, reader = RedisTier(redis_url), RedisTier(redis_url)
+    writer, reader = patient_tier(redis_url), patient_tier(redis_url)
     key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
     assert reader.load(key, scopes, 60.0, lambda: "old").outcome == "fetched"
     assert reader.load(key, scopes, 60.0, lambda: "new").value == "old"
@@ -89,7 +97,7 @@ def test_every_kind_of_invalidation_makes_other_processes_miss(
 
 
 def test_invalidating_one_tenant_leaves_another_with_the_same_query_alone(redis_url: str) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     a = (key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q"))
     b = (key_of(TENANT_B, "q"), scopes_of(TENANT_B, "user-1", "q"))
     tier.load(*a, 60.0, lambda: "a")
@@ -101,7 +109,7 @@ def test_invalidating_one_tenant_leaves_another_with_the_same_query_alone(redis_
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
 def test_a_fetch_that_began_before_an_invalidation_never_stores(redis_url: str, mode: str) -> None:
-    tier, writer = RedisTier(redis_url), RedisTier(redis_url)
+    tier, writer = patient_tier(redis_url), patient_tier(redis_url)
     outcomes: list[str] = []
     tier.on_operation = lambda outcome, _s: outcomes.append(outcome)
     key, scopes = key_of(TENANT_A, "q"), scopes_of(TENANT_A, "user-1", "q")
@@ -131,7 +139,7 @@ def test_an_evicted_generation_token_never_revives_an_old_entry(own_server: Serv
     client = own_server.client()
     client.config_set("maxmemory", "3mb")
     client.config_set("maxmemory-policy", "allkeys-lru")
-    tier = RedisTier(own_server.url)
+    tier = patient_tier(own_server.url)
     keys = [f"q{i}" for i in range(40)]
     for key in keys:
         tier.load(key, (key,), 600.0, lambda key=key: {"old": key})
@@ -150,7 +158,7 @@ def test_an_evicted_generation_token_never_revives_an_old_entry(own_server: Serv
 def test_a_lost_subscriber_connection_clears_local_memories(
     redis_url: str, raw: redis.Redis
 ) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     sink = Sink()
     tier.bind(sink)
     wait_until(lambda: tier.subscribed)
@@ -159,10 +167,26 @@ def test_a_lost_subscriber_connection_clears_local_memories(
     wait_until(lambda: tier.subscribed)  # and it comes back by itself
 
 
+def pause_the_process(seconds: float) -> None:
+    """Hold the GIL for ``seconds``: no thread of this process runs meanwhile, as when a C
+    extension holds it or a loaded machine does not schedule the process (the server goes on)."""
+    ctypes.PyDLL(None).usleep(int(seconds * 1_000_000))  # a PyDLL call keeps the GIL
+
+
+def test_a_subscriber_does_not_take_its_own_pause_for_a_lost_connection(redis_url: str) -> None:
+    here, (_listening, sink) = patient_tier(redis_url), listening_peer(redis_url)
+    for _ in range(2):  # each longer than a server may stay silent (0.3 s)
+        pause_the_process(0.6)
+    here.invalidate(keys=[key_of(TENANT_A, "q")])
+    wait_until(lambda: sink.drops)
+    # Heard on the same connection: no drop of everything, nothing published meanwhile lost.
+    assert sink.drops == [(frozenset({key_of(TENANT_A, "q")}), frozenset(), False)]
+
+
 def test_a_value_shared_across_a_subscriber_loss_is_not_kept_locally(
     redis_url: str, raw: redis.Redis
 ) -> None:
-    leader, waiter = RedisTier(redis_url), RedisTier(redis_url)
+    leader, waiter = patient_tier(redis_url), patient_tier(redis_url)
     sink = Sink()
     waiter.bind(sink)
     wait_until(lambda: waiter.subscribed)

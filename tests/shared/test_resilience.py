@@ -15,7 +15,7 @@ import pytest
 
 from wm_middleware import RedisTier
 
-from .conftest import wait_until
+from .conftest import patient_tier, wait_until
 from .servers import Server
 
 
@@ -54,7 +54,7 @@ def test_sick_server_fails_no_call_and_opens_the_breaker(
 
 
 def test_a_restarted_server_is_used_again_after_the_cooldown(own_server: Server) -> None:
-    tier = RedisTier(own_server.url, op_timeout=0.05, breaker_errors=2, breaker_cooldown=0.2)
+    tier = patient_tier(own_server.url, breaker_errors=2, breaker_cooldown=0.2)
     tier.load("q", (), 60.0, lambda: "v")
     own_server.stop()
     for i in range(5):
@@ -87,7 +87,7 @@ def test_invalidation_with_the_server_down_does_not_raise(own_server: Server) ->
 
 
 def test_fetch_errors_are_not_tier_errors(redis_url: str) -> None:
-    tier = RedisTier(redis_url, breaker_errors=1)
+    tier = patient_tier(redis_url, breaker_errors=1)
     for _ in range(3):
         with pytest.raises(ZeroDivisionError):
             tier.load("q", (), 60.0, lambda: 1 / 0)

@@ -11,10 +11,9 @@ from typing import Any
 import pytest
 import redis
 
-from wm_middleware import RedisTier
 from wm_middleware._api.tenancy import tenant_of
 
-from .conftest import HeldLeader, InThread
+from .conftest import HeldLeader, InThread, patient_tier
 
 API_KEY = "sm_live_0123456789abcdefSECRET"
 
@@ -36,7 +35,7 @@ def all_keys(raw: redis.Redis) -> list[bytes]:
 def test_a_forged_pickle_entry_is_never_unpickled(
     redis_url: str, raw: redis.Redis, tmp_path: Path
 ) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     tier.load("q", (), 60.0, lambda: {"ok": True})
     (entry,) = [k for k in all_keys(raw) if b":e:" in k]
     header = raw.get(entry).split(b"\n", 1)[0]  # type: ignore[union-attr]
@@ -49,7 +48,7 @@ def test_a_forged_pickle_entry_is_never_unpickled(
 
 
 def test_values_are_stored_as_json(redis_url: str, raw: redis.Redis) -> None:
-    tier = RedisTier(redis_url)
+    tier = patient_tier(redis_url)
     value = {"results": [{"memory": "likes tea", "similarity": 0.9, "tags": None}], "total": 1}
     tier.load("q", (), 60.0, lambda: value)
     (entry,) = [k for k in all_keys(raw) if b":e:" in k]
@@ -57,7 +56,7 @@ def test_values_are_stored_as_json(redis_url: str, raw: redis.Redis) -> None:
 
 
 def test_every_key_written_has_a_ttl(redis_url: str, raw: redis.Redis) -> None:
-    tier = RedisTier(redis_url, lease=5.0)
+    tier = patient_tier(redis_url, lease=5.0)
     scopes = (("tenant", tenant_of("https://x", API_KEY)), "q")
     tier.load("a", scopes, 60.0, lambda: [1])
     tier.load("a", scopes, 60.0, lambda: [1])
@@ -73,7 +72,7 @@ def test_every_key_written_has_a_ttl(redis_url: str, raw: redis.Redis) -> None:
 
 
 def test_the_api_key_never_reaches_redis(redis_url: str, raw: redis.Redis) -> None:
-    tier = RedisTier(redis_url, secret="fleet-secret")
+    tier = patient_tier(redis_url, secret="fleet-secret")
     tenant = tenant_of("https://api.supermemory.ai", API_KEY)
     key = ("sdk3", tenant, "search.memories", '{"q":"prefs"}')
     scopes = (("tenant", tenant), ("tag", tenant, "user-1"), "prefs")
@@ -93,8 +92,8 @@ def test_the_api_key_never_reaches_redis(redis_url: str, raw: redis.Redis) -> No
 
 def test_a_secret_changes_the_tenant_fingerprint(redis_url: str, raw: redis.Redis) -> None:
     scopes = (("tenant", tenant_of("https://x", API_KEY)),)
-    RedisTier(redis_url, secret=b"one").load("q", scopes, 60.0, lambda: 1)
-    RedisTier(redis_url, secret="two").load("q", scopes, 60.0, lambda: 1)
+    patient_tier(redis_url, secret=b"one").load("q", scopes, 60.0, lambda: 1)
+    patient_tier(redis_url, secret="two").load("q", scopes, 60.0, lambda: 1)
     tags = {k.split(b"{", 1)[1].split(b"}", 1)[0] for k in all_keys(raw) if b":e:" in k}
     assert len(tags) == 2
 
@@ -112,8 +111,8 @@ def test_a_secret_changes_the_tenant_fingerprint(redis_url: str, raw: redis.Redi
 def test_a_value_that_cannot_be_shared_stays_local_and_others_fetch_at_once(
     redis_url: str, value: Any
 ) -> None:
-    leader = RedisTier(redis_url, max_value_bytes=1024, lease=30.0)
-    other = RedisTier(redis_url, max_value_bytes=1024, lease=30.0)
+    leader = patient_tier(redis_url, max_value_bytes=1024, lease=30.0)
+    other = patient_tier(redis_url, max_value_bytes=1024, lease=30.0)
     held = HeldLeader(leader, "q", value)
     waiting = InThread(lambda: other.load("q", (), 60.0, str))
     time.sleep(0.05)
@@ -128,7 +127,7 @@ def test_a_value_that_cannot_be_shared_stays_local_and_others_fetch_at_once(
 
 
 def test_custom_codec_is_used_both_ways(redis_url: str, raw: redis.Redis) -> None:
-    tier = RedisTier(
+    tier = patient_tier(
         redis_url,
         encode=lambda v: repr(sorted(v)).encode(),
         decode=lambda b: set(json.loads(b.decode())),

@@ -12,7 +12,7 @@ import redis
 from wm_middleware import RedisTier
 
 from . import workers
-from .conftest import HeldLeader, InThread, blocked, fleet, kill_a_leader, wait_until
+from .conftest import HeldLeader, InThread, blocked, fleet, kill_a_leader, patient_tier, wait_until
 from .workers import COUNTER
 
 
@@ -32,8 +32,8 @@ def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
     redis_url: str, raw: redis.Redis, mode: str
 ) -> None:
     # The lease is long: a waiter that was not woken would still be blocked when we look.
-    leader_tier = RedisTier(redis_url, lease=30.0)
-    waiter_tier = RedisTier(redis_url, lease=30.0)
+    leader_tier = patient_tier(redis_url, lease=30.0)
+    waiter_tier = patient_tier(redis_url, lease=30.0)
     leading = threading.Event()
     failing = threading.Event()
     boom = RuntimeError("upstream 500")
@@ -86,7 +86,7 @@ def test_leader_error_wakes_waiters_at_once_and_is_cached_nowhere(
 
 def test_dead_leader_is_replaced_when_its_lease_expires(redis_url: str, raw: redis.Redis) -> None:
     kill_a_leader(redis_url, raw, "q", lease=1.0)
-    tier = RedisTier(redis_url, lease=1.0)
+    tier = patient_tier(redis_url, lease=1.0)
     waits: list[str] = []
     tier.on_operation = lambda outcome, _s: waits.append(outcome)
     result = tier.load("q", (), 30.0, lambda: workers.counted_fetch(redis_url, "fresh", 0))
@@ -141,8 +141,8 @@ def test_one_tier_serves_threads_and_several_event_loops(redis_url: str, raw: re
 
 def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
     """While one fetch runs, a waiting process sends a bounded number of commands."""
-    held = HeldLeader(RedisTier(redis_url), "q", "v")
-    waiter_tier = RedisTier(redis_url)
+    held = HeldLeader(patient_tier(redis_url), "q", "v")
+    waiter_tier = patient_tier(redis_url)
     before = server.client().info("commandstats")
     waiting = InThread(lambda: waiter_tier.load("q", (), 30.0, lambda: "x"))
     time.sleep(0.3)  # let a polling waiter show itself; a blocking one sends nothing meanwhile
@@ -163,8 +163,8 @@ def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
 
 def test_one_wake_up_reaches_every_waiting_process(redis_url: str, raw: redis.Redis) -> None:
     # Separate tiers: separate connections and blocking calls, as separate processes have.
-    held = HeldLeader(RedisTier(redis_url, lease=30.0), "q", "v")
-    waiters = [RedisTier(redis_url, lease=30.0) for _ in range(4)]
+    held = HeldLeader(patient_tier(redis_url, lease=30.0), "q", "v")
+    waiters = [patient_tier(redis_url, lease=30.0) for _ in range(4)]
     calls = [InThread(lambda t=t: t.load("q", (), 60.0, lambda: "own")) for t in waiters]
     wait_until(lambda: blocked(raw) == 4)
     assert held.finish().outcome == "fetched"
@@ -188,9 +188,9 @@ def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str, raw: redi
 def test_a_waiter_past_its_deadline_fetches_itself(redis_url: str, raw: redis.Redis) -> None:
     """Leaders that hang one after another: a waiter waits two leases in all (the first
     leader's, then its successor's), then stops waiting and fetches for itself."""
-    hung = HeldLeader(RedisTier(redis_url, lease=0.5), "q", "late")  # finishes after the test
+    hung = HeldLeader(patient_tier(redis_url, lease=0.5), "q", "late")  # finishes after the test
     outcomes: list[str] = []
-    tiers = [RedisTier(redis_url, lease=0.5) for _ in range(2)]
+    tiers = [patient_tier(redis_url, lease=0.5) for _ in range(2)]
     for tier in tiers:
         tier.on_operation = lambda outcome, _s: outcomes.append(outcome)
     second_leading = threading.Event()

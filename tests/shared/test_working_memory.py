@@ -11,7 +11,7 @@ import redis
 from wm_middleware import RedisTier, WorkingMemory
 
 from . import workers
-from .conftest import fleet, wait_until
+from .conftest import fleet, patient_tier, wait_until
 from .servers import Server
 from .workers import COUNTER
 
@@ -29,8 +29,8 @@ def test_a_fleet_of_memories_fetches_once_and_accounts_every_lookup(
 
 
 def test_a_shared_hit_fills_the_local_memory(redis_url: str) -> None:
-    WorkingMemory(shared=RedisTier(redis_url)).search("prefs", lambda: {"v": 1})
-    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(redis_url))
+    WorkingMemory(shared=patient_tier(redis_url)).search("prefs", lambda: {"v": 1})
+    memory: WorkingMemory[Any] = WorkingMemory(shared=patient_tier(redis_url))
     wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
     assert memory.search("prefs", lambda: {"v": 2}) == {"v": 1}
     assert memory.search("prefs", lambda: {"v": 3}) == {"v": 1}
@@ -49,8 +49,8 @@ def test_a_shared_hit_fills_the_local_memory(redis_url: str) -> None:
     ],
 )
 def test_an_invalidation_in_one_memory_empties_the_others(redis_url: str, invalidate: Any) -> None:
-    reader: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(redis_url))
-    writer: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(redis_url))
+    reader: WorkingMemory[Any] = WorkingMemory(shared=patient_tier(redis_url))
+    writer: WorkingMemory[Any] = WorkingMemory(shared=patient_tier(redis_url))
     wait_until(lambda: reader.shared.subscribed)  # type: ignore[union-attr]
     reader.search("prefs", lambda: "old", limit=5)
     assert reader.has("prefs", limit=5)

@@ -12,6 +12,8 @@ import redis
 
 from wm_middleware import RedisTier
 
+from .tiers import patient_tier
+
 COUNTER = "test:upstream-fetches"  # no TTL on purpose: the tests delete it; never a tier key
 
 
@@ -67,14 +69,14 @@ def herd(
 
 def hold_lease(url: str, key: str, lease: float) -> None:
     """Take the lease of ``key`` and never finish the fetch (the test kills this process)."""
-    tier = RedisTier(url, lease=lease)
+    tier = patient_tier(url, lease=lease)
     tier.load(key, (), 30.0, lambda: counted_fetch(url, "never", 3600))
 
 
 def listen(url: str, loads: Any, ready: Any, out: Any, seconds: float) -> None:
     """Load each ``(key, scopes)`` of ``loads`` (so this process holds them), bind a recording
     sink and put every ``drop_local`` call on ``out`` for ``seconds``."""
-    tier = RedisTier(url)
+    tier = patient_tier(url)
     for key, scopes in loads:
         tier.load(key, scopes, 60.0, lambda: "held here")
 

