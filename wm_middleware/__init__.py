@@ -61,13 +61,15 @@ part of the key.
 from __future__ import annotations
 
 import importlib as _importlib
-from typing import TYPE_CHECKING, Any
 
 from ._core import WorkingMemory
 from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
+    from typing import Any
+
     from ._core.stats import CacheStats
 
 __all__ = [

@@ -25,23 +25,27 @@ import os
 import sys
 import threading
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar
 
 from . import _logs
 from ._adapters import ADAPTERS, PatchTable
-from ._core import SharedTier, WorkingMemory
+from ._core import WorkingMemory
 from ._settings import OPTIONS, Settings, shown
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
+    from typing import Any, ParamSpec, TypeVar
+
     from opentelemetry.metrics import MeterProvider
     from opentelemetry.trace import TracerProvider
 
+    from ._core import SharedTier
     from ._runtime import Runtime
+
+    P = ParamSpec("P")
+    R = TypeVar("R")
 
 __all__ = ["INSTRUMENTATION", "Instrumentation", "Request", "instrument", "uninstrument", "wrap"]
 
-P = ParamSpec("P")
-R = TypeVar("R")
 
 _SETTING_NAMES = frozenset(option.field for option in OPTIONS)
 

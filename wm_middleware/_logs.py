@@ -10,10 +10,11 @@ configured, :mod:`logging` prints it to stderr).
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING, Any
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
     import logging
+    from typing import Any
 
 __all__ = ["NAME", "debug", "info", "logger"]
 

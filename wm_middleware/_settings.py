@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Callable, Mapping
-from typing import Any, Final
 
-from ._core import SharedTier, check_seconds
+from ._core import check_seconds
+
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
+if TYPE_CHECKING:
+    from typing import Any, Final
+
+    from ._core import SharedTier
 
 __all__ = [
     "CACHE",
@@ -127,10 +131,14 @@ def _name(value: object, name: str) -> str:
 
 def shown(url: str) -> str:
     """``url`` quoted for an error message, without the password it may carry."""
+    import re  # here: only a message needs it, and it costs start-up time
+
     return repr(re.sub(r"(?<=//)[^@/]*@", "***@", url))
 
 
 def _tier(value: object, name: str) -> str | SharedTier:
+    from ._core import SharedTier  # here: only a shared tier needs the protocol
+
     if isinstance(value, SharedTier):
         return value
     if not isinstance(value, str):

@@ -11,7 +11,7 @@ import asyncio
 import inspect
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -21,13 +21,15 @@ from wm_middleware._core import (
     InvalidationSink,
     SharedCodec,
     SharedTier,
-    TierOutcome,
     TierResult,
     make_key,
 )
 
 from ..conftest import until
 from .conftest import wait_for
+
+if TYPE_CHECKING:
+    from wm_middleware._core.outcomes import TierOutcome
 
 
 class LocalTier:

@@ -40,17 +40,20 @@ import sys
 import threading
 from collections.abc import Callable, Iterable
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from .. import _logs
 from . import import_hooks
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
+    from typing import Any
+
     from .._runtime import Runtime
 
-__all__ = ["ADAPTERS", "Adapter", "Patch", "PatchTable", "Wrapper"]
+    Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+    """A wrapt wrapper: ``wrapper(wrapped, instance, args, kwargs)``."""
 
-Wrapper = Callable[[Callable[..., Any], Any, tuple[Any, ...], dict[str, Any]], Any]
+__all__ = ["ADAPTERS", "Adapter", "Patch", "PatchTable"]
 
 
 class Patch:

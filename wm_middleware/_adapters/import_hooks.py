@@ -18,12 +18,13 @@ import sys
 import threading
 from collections.abc import Callable, Sequence
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
 
 from .. import _logs
 
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
     from importlib.machinery import ModuleSpec
+    from typing import Any
 
 __all__ = ["discard", "when_imported"]
 

@@ -30,7 +30,7 @@ import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from .._api.routes import (
     QUIET_METHODS,
@@ -47,8 +47,11 @@ from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_o
 from .._core import SharedCodec
 from .._freshness import Follow
 from .._runtime import Read, Runtime, Write, handled_outside
-from . import Patch, Wrapper
+from . import Patch
 from .calls import Bypass, asyncio_running, run, timeout_key
+
+if TYPE_CHECKING:
+    from . import Wrapper
 
 __all__ = ["patches", "wrap"]
 

@@ -5,28 +5,37 @@ One idea per module:
 * ``keys``: a request as a cache key (query normalisation, parameter freezing, their memo);
 * ``store``: the LRU + TTL store, a plain data structure (entries, expiry, scopes, counters);
 * ``flight``: single-flight (who fetches, who waits; every race, under its own lock);
-* ``outcomes``: how a lookup ended, and the counters that count it;
-* ``stats``: :class:`CacheStats`, the statistics a memory reports (loaded on first use);
-* ``tier``: the seam a shared second tier plugs into;
+* ``outcomes``: how a lookup ended, what a load returns, and the counters that count it;
+* ``stats``: :class:`CacheStats`, the statistics a memory reports;
+* ``tier``: the seam a shared second tier plugs into (its protocols);
 * ``settling``: scopes a write has changed but the backend has not applied yet;
-* ``memory``: :class:`WorkingMemory`, the facade composing them.
+* ``memory``: :class:`WorkingMemory`, the facade composing them (``generic``: its ``[T]``).
 
-The names below are the core's interface to the rest of the package. ``instrument()`` makes a
-memory at an application's start-up, so the core's import loads neither :mod:`dataclasses`,
-:mod:`inspect` nor :mod:`logging` (each costs tens of milliseconds there): its records are named
-tuples or slotted classes, and ``CacheStats``, a dataclass, is imported when first asked for.
+The names below are the core's interface to the rest of the package.
+
+Start-up cost. ``instrument()`` makes a memory at an application's start-up, where importing
+:mod:`typing`, :mod:`dataclasses`, :mod:`inspect`, :mod:`logging` or :mod:`copy` would cost more
+than the rest of it (``benchmarks/bench_startup.py``). So the modules a memory is made of import
+none of them: their records are slotted classes, names only type checkers need are imported
+under ``TYPE_CHECKING = False`` (true for a type checker, false at run time), and the rest are
+imported where first needed: ``inspect`` by a miss or a settle, ``copy`` by ``copy=True``,
+``logging`` by a line to log, ``stats`` (a dataclass) by the first ``stats()``, ``tier`` (typing's
+protocols) by a shared tier. ``tests/configuration/test_lazy_patching.py`` keeps it so.
 """
 
-from typing import TYPE_CHECKING, Any
+from __future__ import annotations
 
 from .keys import UNSET, Key, make_key, normalise_query
 from .memory import WorkingMemory
-from .outcomes import MISSING, Loaded, Outcome, Tier, TierOutcome
+from .outcomes import MISSING, Loaded, TierResult
 from .settling import Settle, check_seconds
-from .tier import InvalidationSink, SharedCodec, SharedTier, TierResult
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from .stats import CacheStats
+    from .tier import InvalidationSink, SharedCodec, SharedTier
 
 __all__ = [
     "MISSING",
@@ -35,12 +44,9 @@ __all__ = [
     "InvalidationSink",
     "Key",
     "Loaded",
-    "Outcome",
     "Settle",
     "SharedCodec",
     "SharedTier",
-    "Tier",
-    "TierOutcome",
     "TierResult",
     "WorkingMemory",
     "check_seconds",
@@ -48,10 +54,21 @@ __all__ = [
     "normalise_query",
 ]
 
+# Imported when first asked for (see the module docstring): name -> its module.
+_LAZY = {
+    "CacheStats": ".stats",
+    "InvalidationSink": ".tier",
+    "SharedCodec": ".tier",
+    "SharedTier": ".tier",
+}
+
 
 def __getattr__(name: str) -> Any:
-    if name == "CacheStats":  # see the module docstring
-        from .stats import CacheStats
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from importlib import import_module
 
-        return CacheStats
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module, __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value

@@ -62,14 +62,13 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar
-from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-if TYPE_CHECKING:  # imported where a loop runs: a process that never imports asyncio runs none
-    import asyncio
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
+if TYPE_CHECKING:
+    import asyncio  # imported where a loop runs: a process that never imports asyncio runs none
+    from typing import Any, Final
 
-__all__ = ["DEAD_LEADER_POLL", "AsyncLead", "Flight", "Group", "Lead", "running_loop"]
-
-R = TypeVar("R")
+__all__ = ["DEAD_LEADER_POLL", "Flight", "Group", "running_loop"]
 
 DEAD_LEADER_POLL: Final = 0.25
 """Seconds between checks, by a waiter on another thread or loop, that the leader's loop lives."""
@@ -77,10 +76,12 @@ DEAD_LEADER_POLL: Final = 0.25
 # The flights whose fetch the current context is running (a tuple: usually zero or one).
 _LEADING: ContextVar[tuple[Flight, ...]] = ContextVar("wm_middleware_leading", default=())
 
-Lead = Callable[["Flight", bool], Any]
-"""A leader's work: ``lead(flight, count)`` returns the flight's value. ``count`` says whether to
-count this caller's lookup: a caller that joined a flight which then died was counted already."""
-AsyncLead = Callable[["Flight", bool], Awaitable[Any]]
+if TYPE_CHECKING:
+    Lead = Callable[["Flight", bool], Any]
+    """A leader's work: ``lead(flight, count)`` returns the flight's value. ``count`` says whether
+    to count this caller's lookup: a caller that joined a flight which then died was counted
+    already."""
+    AsyncLead = Callable[["Flight", bool], Awaitable[Any]]
 
 # What a caller does with the flight _join gives it.
 _LEAD: Final = "lead"
@@ -598,7 +599,7 @@ class Group:
         if running is not None:
             return False
         if loop is not None:
-            task = loop.create_task(self._arun(flight, cast(AsyncLead, lead), False))
+            task = loop.create_task(self._arun(flight, lead, False))
             flight.task = task
             self._background.add(task)
             task.add_done_callback(self._background.discard)
@@ -607,7 +608,7 @@ class Group:
         def refresh() -> None:
             try:
                 with contextlib.suppress(Exception):  # lead has dealt with it; nobody waits
-                    self._lead(flight, cast(Lead, lead), False)
+                    self._lead(flight, lead, False)
             finally:
                 self._background.discard(thread)
 

@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, Mapping
-from typing import Any, Final
+
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
+if TYPE_CHECKING:
+    from typing import Any, Final
 
 __all__ = ["MAX_DEPTH", "UNSET", "Key", "KeyMemo", "freeze", "make_key", "normalise_query"]
 

@@ -21,22 +21,34 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
-from .flight import AsyncLead, Flight, Group, Lead
+from .flight import Flight, Group
 from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
-from .outcomes import MISSING, SERVED, Counters, LeaderOutcome, Loaded
+from .outcomes import MISSING, SERVED, Counters, Loaded, TierResult
 from .settling import Settle, Settlements, check_seconds
 from .store import Entry, Store
-from .tier import SharedCodec, SharedTier, TierResult
 
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
+    from typing import Any, Generic, TypeVar
+
+    from .flight import AsyncLead, Lead
+    from .outcomes import LeaderOutcome
     from .stats import CacheStats
+    from .tier import SharedCodec, SharedTier
+
+    T = TypeVar("T")
+    _Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, what it found
+else:
+    from .generic import Generic, T
 
 __all__ = ["WorkingMemory"]
 
-T = TypeVar("T")
-_Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, and what it found
+
+def _is_shared_tier(shared: object) -> bool:
+    from .tier import SharedTier  # here: only a memory given a tier needs the protocol
+
+    return isinstance(shared, SharedTier)
 
 
 def _not_callable(fetch: object) -> TypeError:
@@ -552,7 +564,7 @@ class WorkingMemory(_ByKey, Generic[T]):
                 raise ValueError(
                     f"refresh_after must be below ttl ({self._ttl}), got {refresh_after}"
                 )
-        if shared is not None and not isinstance(shared, SharedTier):
+        if shared is not None and not _is_shared_tier(shared):
             raise TypeError(
                 f"shared must be a SharedTier (e.g. RedisTier), not {type(shared).__name__}"
             )
@@ -665,9 +677,9 @@ class WorkingMemory(_ByKey, Generic[T]):
             return self.search(normal, fetch, ttl=ttl)  # the same search, by its key
         value = self.lookup(key, fetch)  # a hit due a refresh (which it starts), or a miss
         if value is not MISSING:
-            return cast(T, value)
+            return value  # type: ignore[no-any-return]
         loaded = self.load(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
-        return cast(T, loaded.value)
+        return loaded.value  # type: ignore[no-any-return]
 
     async def asearch(
         self,
@@ -694,9 +706,9 @@ class WorkingMemory(_ByKey, Generic[T]):
             return await self.asearch(normal, fetch, ttl=ttl)
         value = self.lookup(key, fetch, is_async=True)
         if value is not MISSING:
-            return cast(T, value)
+            return value  # type: ignore[no-any-return]
         loaded = await self.aload(key, fetch, ttl=ttl, scopes=self._keys.scopes(query, key))
-        return cast(T, loaded.value)
+        return loaded.value  # type: ignore[no-any-return]
 
     def get(self, query: str, **params: Any) -> T | None:
         """The live value for ``query`` and ``params``, or ``None``. Counts a hit or a miss."""
@@ -707,7 +719,7 @@ class WorkingMemory(_ByKey, Generic[T]):
             self._counts.misses += 1
             return None
         self._counts.hits += 1
-        return cast(T, self._copied(entry.value))
+        return self._copied(entry.value)  # type: ignore[no-any-return]
 
     def set(
         self, query: str, value: T, *, ttl: float | None = None, pin: bool = False, **params: Any

@@ -9,35 +9,27 @@ memory's :class:`~.stats.CacheStats` reports; the store counts what happens to e
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final, Literal, Protocol
-
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
+    from typing import Any, Final, Literal, Protocol
+
     from .stats import CacheStats
 
-__all__ = [
-    "MISSING",
-    "SERVED",
-    "Counters",
-    "EntryCounts",
-    "LeaderOutcome",
-    "Loaded",
-    "Outcome",
-    "Tier",
-    "TierOutcome",
-]
+__all__ = ["MISSING", "SERVED", "Counters", "Loaded", "TierResult"]
 
-Outcome = Literal["hit", "miss", "coalesced"]
-"""How a caller got its value: stored already, fetched by this call, or shared another's fetch."""
+if TYPE_CHECKING:  # the vocabulary, for type checkers (and readers)
+    Outcome = Literal["hit", "miss", "coalesced"]
+    """How a caller got its value: stored already, fetched by this call, or shared another's."""
 
-Tier = Literal["local", "shared"]
-"""Which tier served the value: this process's memory, or the tier shared with other processes."""
+    Tier = Literal["local", "shared"]
+    """Which tier served the value: this process's memory, or the one shared with others."""
 
-TierOutcome = Literal["fetched", "shared_hit", "shared_wait"]
-"""How the tier produced a value: this process fetched it, it was stored in the shared tier, or
-another process fetched it while this one waited."""
+    TierOutcome = Literal["fetched", "shared_hit", "shared_wait"]
+    """How the tier produced a value: this process fetched it, it was stored in the shared tier,
+    or another process fetched it while this one waited."""
 
-LeaderOutcome = Literal["hit", "fetched", "shared_hit", "shared_wait"]
-"""What a flight's leader found: the key stored meanwhile (``hit``), or a :data:`TierOutcome`."""
+    LeaderOutcome = Literal["hit", "fetched", "shared_hit", "shared_wait"]
+    """What a flight's leader found: the key stored meanwhile (``hit``), or a TierOutcome."""
 
 SERVED: Final[dict[LeaderOutcome, tuple[Outcome, Tier]]] = {
     "hit": ("hit", "local"),
@@ -117,14 +109,16 @@ class Counters:
         )
 
 
-class EntryCounts(Protocol):
-    """What the store counts of its entries (:class:`~.store.Store` is one)."""
+if TYPE_CHECKING:
 
-    evictions: int
-    expirations: int
-    invalidations: int
+    class EntryCounts(Protocol):
+        """What the store counts of its entries (:class:`~.store.Store` is one)."""
 
-    def __len__(self) -> int: ...
+        evictions: int
+        expirations: int
+        invalidations: int
+
+        def __len__(self) -> int: ...
 
 
 class Loaded:
@@ -146,3 +140,19 @@ class Loaded:
 
     def __repr__(self) -> str:
         return f"Loaded(outcome={self.outcome!r}, tier={self.tier!r}, value={self.value!r})"
+
+
+class TierResult:
+    """What :meth:`SharedTier.load` returns to the in-process leader."""
+
+    __slots__ = ("keep_local", "outcome", "value")
+
+    def __init__(self, value: Any, outcome: TierOutcome, keep_local: bool = True) -> None:
+        self.value = value
+        self.outcome = outcome
+        # False while the tier cannot promise to deliver invalidations to this process (its
+        # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
+        self.keep_local = keep_local
+
+    def __repr__(self) -> str:
+        return f"TierResult(outcome={self.outcome!r}, keep_local={self.keep_local})"

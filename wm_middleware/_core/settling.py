@@ -21,14 +21,19 @@ from __future__ import annotations
 import math
 import threading
 from collections.abc import Callable, Hashable, Iterable
-from typing import Final, Literal
 
 from .keys import normalise_query
 
-__all__ = ["EndReason", "Settle", "Settlements", "as_scopes", "check_seconds"]
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
+if TYPE_CHECKING:
+    from typing import Final, Literal
 
-EndReason = Literal["until", "ended", "deadline"]
-"""Why a settle ended: its condition held, :meth:`Settle.end` was called, or it ran out."""
+
+__all__ = ["Settle", "Settlements", "as_scopes", "check_seconds"]
+
+if TYPE_CHECKING:
+    EndReason = Literal["until", "ended", "deadline"]
+    """Why a settle ended: its condition held, :meth:`Settle.end` was called, or it ran out."""
 
 _MAX_SLEEP: Final = 0.25  # the thread re-reads the clock at least this often (fake clocks too)
 

@@ -22,9 +22,13 @@ from __future__ import annotations
 import math
 from collections import OrderedDict, deque
 from collections.abc import Hashable, Iterable
-from typing import Any, Final, cast
 
 from .keys import Key
+
+TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
+if TYPE_CHECKING:
+    from typing import Any, Final
+
 
 __all__ = ["Entry", "Store"]
 
@@ -156,9 +160,9 @@ class Store:
         keys = self._index.get(scope, _NO_KEY)
         if keys is _NO_KEY:
             return ()
-        if type(keys) is set:
+        if isinstance(keys, set):
             return tuple(keys)
-        return (cast(Key, keys),)
+        return (keys,)
 
     # -- refresh -------------------------------------------------------------------------------
     def claim_refresh(self, entry: Entry, now: float) -> bool:
@@ -204,10 +208,10 @@ class Store:
             keys = self._index.get(scope, _NO_KEY)
             if keys is _NO_KEY:
                 self._index[scope] = key
-            elif type(keys) is set:
+            elif isinstance(keys, set):
                 keys.add(key)
             elif keys != key:
-                self._index[scope] = {cast(Key, keys), key}
+                self._index[scope] = {keys, key}
         if not pin:
             self._evict(now)
 

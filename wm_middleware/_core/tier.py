@@ -20,25 +20,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from typing import Any, Protocol, runtime_checkable
 
-from .outcomes import TierOutcome
+from .outcomes import TierResult
 
-__all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierOutcome", "TierResult"]
-
-
-class TierResult:
-    """What :meth:`SharedTier.load` returns to the in-process leader."""
-
-    __slots__ = ("keep_local", "outcome", "value")
-
-    def __init__(self, value: Any, outcome: TierOutcome, keep_local: bool = True) -> None:
-        self.value = value
-        self.outcome = outcome
-        # False while the tier cannot promise to deliver invalidations to this process (its
-        # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
-        self.keep_local = keep_local
-
-    def __repr__(self) -> str:
-        return f"TierResult(outcome={self.outcome!r}, keep_local={self.keep_local})"
+__all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierResult"]
 
 
 class SharedCodec:
