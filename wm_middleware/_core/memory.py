@@ -55,6 +55,14 @@ def _not_callable(fetch: object) -> TypeError:
     return TypeError(f"fetch must be callable, not {type(fetch).__name__}")
 
 
+def _check_search(fetch: object, ttl: float | None) -> None:
+    """Refuse a search's bad ``ttl`` or ``fetch`` (``ttl`` first), even on a hit."""
+    if ttl is not None:
+        check_seconds("ttl", ttl)
+    if not callable(fetch):
+        raise _not_callable(fetch)
+
+
 def _check_fetch(fetch: object, *, is_async: bool) -> None:
     import inspect  # on a miss, not with the core: see the package docstring
 
@@ -454,6 +462,10 @@ class _ByKey:
                 return self._store.clear()
             return self._store.drop(keys, scopes)
 
+    def __len__(self) -> int:
+        """Entries stored now, pinned ones included."""
+        return len(self._store)
+
     def stats(self) -> CacheStats:
         """A snapshot of the counters, taken under the lock."""
         inflight = len(self._flights)  # ends dead flights first, so takes the group's lock
@@ -631,9 +643,6 @@ class WorkingMemory(_ByKey, Generic[T]):
             f"refresh_after={self._refresh_after}, size={len(self)})"
         )
 
-    def __len__(self) -> int:
-        return len(self._store)
-
     # -- by query ------------------------------------------------------------------------------
     def search(
         self,
@@ -665,16 +674,13 @@ class WorkingMemory(_ByKey, Generic[T]):
         # hit builds no key. Any other query is normalised, refusing what cannot be a key.
         plain = not params and container_tags is UNSET and limit is UNSET and type(query) is str
         key = query if plain else self._keys.search_key(query, container_tags, limit, params)
-        if ttl is not None:
-            check_seconds("ttl", ttl)
-        if not callable(fetch):
-            raise _not_callable(fetch)
+        if ttl is not None or not callable(fetch):
+            _check_search(fetch, ttl)
         entry = self._store.find(key, self._clock())
         if entry is not None:  # the common hit: a live entry due no refresh
             self._counts.hits += 1
             return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
-        if plain and (normal := self._keys.query(query)) != query:
-            return self.search(normal, fetch, ttl=ttl)  # the same search, by its key
+        key = self._keys.query(query) if plain else key  # the query may not be in normal form
         value = self.lookup(key, fetch)  # a hit due a refresh (which it starts), or a miss
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
@@ -694,16 +700,13 @@ class WorkingMemory(_ByKey, Generic[T]):
         """Async :meth:`search`: ``fetch()`` returns an awaitable. See :meth:`aload`."""
         plain = not params and container_tags is UNSET and limit is UNSET and type(query) is str
         key = query if plain else self._keys.search_key(query, container_tags, limit, params)
-        if ttl is not None:
-            check_seconds("ttl", ttl)
-        if not callable(fetch):
-            raise _not_callable(fetch)
+        if ttl is not None or not callable(fetch):
+            _check_search(fetch, ttl)
         entry = self._store.find(key, self._clock())  # probed as in search()
         if entry is not None:
             self._counts.hits += 1
             return self._copied(entry.value) if self._copy else entry.value  # type: ignore[no-any-return]
-        if plain and (normal := self._keys.query(query)) != query:
-            return await self.asearch(normal, fetch, ttl=ttl)
+        key = self._keys.query(query) if plain else key
         value = self.lookup(key, fetch, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]

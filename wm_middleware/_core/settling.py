@@ -24,14 +24,12 @@ from collections.abc import Callable, Hashable, Iterable
 
 from .keys import normalise_query
 
+__all__ = ["Settle", "Settlements", "as_scopes", "check_seconds"]
+
 TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
     from typing import Final, Literal
 
-
-__all__ = ["Settle", "Settlements", "as_scopes", "check_seconds"]
-
-if TYPE_CHECKING:
     EndReason = Literal["until", "ended", "deadline"]
     """Why a settle ended: its condition held, :meth:`Settle.end` was called, or it ran out."""
 
