@@ -28,10 +28,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._core import CacheStats
+from .. import CacheStats
 from .agent import run_agent, supermemory_tools_executor
-from .runner import DEMO_API_KEY, LATENCY_SEED, DemoError, seed_emulator
-from .script import CONTAINER_TAG, turns
+from .report import plural
+from .runner import LATENCY_SEED, DemoError, seed_emulator
+from .script import CONTAINER_TAG, DEMO_API_KEY, turns
 
 __all__ = [
     "FleetOptions",
@@ -177,7 +178,8 @@ def fleet_table(result: FleetResult) -> Any:
     from rich.table import Table
 
     table = Table(
-        title=f"{result.options.workers} agent processes, {result.options.turns} turns each",
+        title=f"{plural(result.options.workers, 'agent process', 'agent processes')}, "
+        f"{plural(result.options.turns, 'turn')} each",
         caption=f"shared tier: {result.redis}",
     )
     for header in ("run", "upstream requests", "wall time", "hits (shared)", "coalesced (shared)"):
@@ -340,11 +342,11 @@ async def _play(
 ) -> WorkerReport:
     from supermemory_openai import SupermemoryTools
 
-    from .._instrumentor import instrument, uninstrument
+    from .. import instrument, uninstrument
 
     shared: Any = None
     if redis_url is not None:
-        from .._redis import RedisTier
+        from .. import RedisTier
 
         shared = RedisTier(redis_url, namespace=namespace)
     memory = instrument(shared=shared)
