@@ -78,5 +78,6 @@ def test_main_is_a_dispatcher_of_two_command_tables() -> None:
 
     source = (PACKAGE / "__main__.py").read_text(encoding="utf-8")
     assert [DEMO.name, SERVE.name] == ["demo", "serve"]
-    assert "run_demo" not in source and "run_fleet" not in source
+    assert "run_demo" not in source
+    assert "run_fleet" not in source
     assert len(source.splitlines()) < 160
