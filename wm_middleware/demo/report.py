@@ -356,9 +356,11 @@ def hits_line(result: DemoResult) -> Text:
     if waited:
         parts.append(
             f"the {len(waited)} misses and coalesced reads waited on upstream, "
-            f"{milliseconds(percentile(waited, 0.5) * 1000)} (p50), "
+            f"{milliseconds(percentile(waited, 0.5) * 1000)} (p50), like the uncached "
+            f"searches ({milliseconds(uncached)})."
         )
-    parts.append(f"as every uncached search did ({milliseconds(uncached)}).")
+    else:
+        parts.append(f"uncached, every search waited on upstream ({milliseconds(uncached)} p50).")
     return Text.assemble(*parts)
 
 
