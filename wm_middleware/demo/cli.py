@@ -323,7 +323,7 @@ def _two_runs(args: argparse.Namespace) -> int:
     try:
         from .console import ConsoleProgress
         from .report import plural
-        from .runner import DemoError, DemoOptions, run_demo, target_of
+        from .runner import DemoError, DemoOptions, otlp_target, run_demo, target_of
     except ImportError as error:
         return missing_extra(error, "demo")
     out, err = consoles()
@@ -362,7 +362,7 @@ def _two_runs(args: argparse.Namespace) -> int:
     finally:
         progress.close()  # a bar left running would redraw itself after the last line
     written = _report(args, result, out, progress_console)
-    status = _outcome(result, export["otlp_endpoint"] or args.otlp_endpoint)
+    status = _outcome(result, otlp_target(args.otlp_endpoint)[0])  # asked for, reached or not
     if result.interrupted:  # Ctrl-C during --duration: the first round is reported above
         print("wm-middleware demo: interrupted", file=sys.stderr)
         return INTERRUPTED
