@@ -8,24 +8,11 @@ dropped. Importing this module imports no exporter: ``probe``, ``otlp_exporter``
 ``configure_otlp`` need the ``otlp`` extra when called.
 """
 
-from __future__ import annotations
-
-from ._telemetry.otlp import (
-    DEFAULT_PORTS,
-    PROTOCOLS,
-    DeliveryCount,
-    configure_otlp,
-    otlp_exporter,
-    otlp_protocol,
-    probe,
-)
-
-__all__ = [
-    "DEFAULT_PORTS",
-    "PROTOCOLS",
-    "DeliveryCount",
-    "configure_otlp",
-    "otlp_exporter",
-    "otlp_protocol",
-    "probe",
-]
+# Re-exported by name (``x as x``): every name here is the public one.
+from ._telemetry.otlp import DEFAULT_PORTS as DEFAULT_PORTS
+from ._telemetry.otlp import PROTOCOLS as PROTOCOLS
+from ._telemetry.otlp import DeliveryCount as DeliveryCount
+from ._telemetry.otlp import configure_otlp as configure_otlp
+from ._telemetry.otlp import otlp_exporter as otlp_exporter
+from ._telemetry.otlp import otlp_protocol as otlp_protocol
+from ._telemetry.otlp import probe as probe

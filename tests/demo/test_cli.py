@@ -22,6 +22,9 @@ from wm_middleware import __version__
 from ..conftest import free_port as _free_port
 from ._run import in_terminal, read_to_the_end, run, serving, start
 
+# The quickest whole run: one turn, no emulated latency, a write indexed at once.
+ONE_TURN = ("--turns", "1", "--latency-ms", "0", "--indexing-delay", "0")
+
 needs_tools = pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None,
     reason="the demo needs supermemory 3.x and supermemory-openai-sdk",
@@ -222,9 +225,8 @@ def test_ctrl_c_during_duration_still_reports_the_first_round() -> None:
 
     with http_receiver() as (endpoint, received):
         process = start(
-            "demo", "--turns", "1", "--latency-ms", "0", "--indexing-delay", "0", "--json",
-            "--duration", "1h", "--otlp-endpoint", endpoint,
-        )  # fmt: skip
+            "demo", *ONE_TURN, "--json", "--duration", "1h", "--otlp-endpoint", endpoint
+        )
         try:
             # Both deployments have played their first round once a few turns of each arrived.
             deadline = time.monotonic() + 120
@@ -269,10 +271,7 @@ def test_an_html_path_that_cannot_be_written_is_refused_before_the_runs(
 @needs_tools
 def test_an_html_file_that_fails_to_write_comes_after_the_whole_terminal_report() -> None:
     # /dev/full passes every check and refuses the write itself (ENOSPC).
-    result = run(
-        "-m", "wm_middleware", "demo", "--turns", "1", "--latency-ms", "0",
-        "--indexing-delay", "0", "--html", "/dev/full",
-    )  # fmt: skip
+    result = run("-m", "wm_middleware", "demo", *ONE_TURN, "--html", "/dev/full")
 
     assert result.returncode == 1
     assert "Requests saved:" in result.stdout
@@ -302,10 +301,7 @@ def test_with_supermemory_base_url_set_the_demo_says_which_api_the_key_reaches()
 
 @needs_tools
 def test_one_turn_is_said_in_the_singular() -> None:
-    result = run(
-        "-m", "wm_middleware", "demo", "--turns", "1", "--latency-ms", "0",
-        "--indexing-delay", "0",
-    )  # fmt: skip
+    result = run("-m", "wm_middleware", "demo", *ONE_TURN)
 
     assert result.returncode == 0, result.stderr
     assert "1 turn against the emulator" in result.stdout

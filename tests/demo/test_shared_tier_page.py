@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from ..conftest import free_port
-from ._run import ROOT, environment
+from ._run import ROOT, environment, run
 
 PAGE = (ROOT / "docs" / "shared-tier.md").read_text(encoding="utf-8")
 SHELL = re.findall(r"^```sh\n(.*?)^```$", PAGE, re.M | re.S)
@@ -96,17 +96,8 @@ def page_server() -> Iterator[str]:
             process.communicate()
 
 
-def _run_block(block: str, url: str | None) -> subprocess.CompletedProcess[str]:
-    extra = {} if url is None else {"REDIS_URL": url}
-    return subprocess.run(
-        [sys.executable, "-c", block],
-        cwd=ROOT,
-        env=environment(**extra),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+def _run_block(block: str, url: str) -> subprocess.CompletedProcess[str]:
+    return run("-c", block, timeout=60, REDIS_URL=url)
 
 
 def test_the_start_command_serves_the_pages_blocks(page_server: str) -> None:

@@ -41,17 +41,11 @@ __all__ = [
     "turns",
 ]
 
-# Each name -> its module.
-_AGENT = (
-    "AgentRun",
-    "CallRecord",
-    "Executor",
-    "TurnRecord",
-    "percentile",
-    "run_agent",
-    "supermemory_tools_executor",
+# Each name -> its module: the script's data, else the agent loop's.
+_SCRIPT = frozenset(
+    ("CONTAINER_TAG", "REPEATED_QUERY", "SCRIPT", "SEED_MEMORIES", "ToolCall", "Turn", "turns")
 )
-_LAZY = {name: ".agent" if name in _AGENT else ".script" for name in __all__}
+_LAZY = {name: ".script" if name in _SCRIPT else ".agent" for name in __all__}
 
 
 def __getattr__(name: str) -> Any:
