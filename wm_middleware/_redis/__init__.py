@@ -61,18 +61,17 @@ process's L1. How, in one place:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from .urls import SCHEMES, SCHEMES_NAMED, masked
 
-from .urls import SCHEMES, masked
-
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
     from .tier import RedisTier, SharedOutcome
 
-__all__ = ["SCHEMES", "RedisTier", "SharedOutcome", "masked"]
+__all__ = ["SCHEMES", "SCHEMES_NAMED", "RedisTier", "SharedOutcome", "masked"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so SCHEMES and masked serve without redis-py (the CLI and instrument() check URLs).
+def __getattr__(name: str) -> object:
+    # Lazy, so the URL facts serve without redis-py (the CLI and the settings check URLs).
     if name not in ("RedisTier", "SharedOutcome"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:
