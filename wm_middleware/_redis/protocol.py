@@ -40,6 +40,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
+from .._api.tenancy import TenantScope
 from .._core import SharedCodec, TierResult
 from .encoding import canonical_key, digest, dump
 from .health import unreachable
@@ -61,7 +62,6 @@ __all__ = [
     "SharedOutcome",
     "Values",
     "mac_key",
-    "scope_tenant",
 ]
 
 SharedOutcome = Literal[
@@ -77,29 +77,7 @@ WAIT_LEASES: Final = 2  # a caller waits at most this many leases in all (a dead
 PENDING_MAX: Final = 1024  # pending invalidations kept; beyond, they collapse into one "clear"
 
 
-# -- scopes and tenants ----------------------------------------------------------------------
-
-
-def scope_tenant(scope: Hashable) -> tuple[str, str] | None:
-    """The tenant ``(base_url, key_fingerprint)`` an adapter's scope names, or None.
-
-    The shapes adapters put on their reads and writes (positional, so a ``NamedTuple`` of the
-    same shape parses the same way):
-
-    * ``("tenant", (base_url, key_fingerprint))``: everything of one tenant;
-    * ``("tag", (base_url, key_fingerprint), tag)``: one container tag / namespace of a tenant;
-    * ``("untagged", (base_url, key_fingerprint))``: a tenant's reads that name no tag.
-
-    Any other scope (a normalised query string, a caller's own tuple) names no tenant.
-    """
-    if not isinstance(scope, tuple) or len(scope) < 2:
-        return None
-    head, tenant = scope[0], scope[1]
-    if head not in ("tenant", "tag", "untagged") or not isinstance(tenant, tuple):
-        return None
-    if len(tenant) != 2 or not all(isinstance(part, str) for part in tenant):
-        return None
-    return (tenant[0], tenant[1])
+# -- tenants and names ---------------------------------------------------------------------
 
 
 class Layout:
@@ -117,9 +95,10 @@ class Layout:
 
     def tenant(self, scope: Hashable) -> str | None:
         """The fingerprint of the tenant ``scope`` names (HMAC-SHA256 under the secret)."""
-        pair = scope_tenant(scope)
-        if pair is None:
+        parsed = TenantScope.parse(scope)
+        if parsed is None:
             return None
+        pair = parsed.tenant
         found = self._tenants.get(pair)
         if found is None:
             text = f"{pair[0]}\n{pair[1]}".encode()
