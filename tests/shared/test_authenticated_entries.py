@@ -11,11 +11,14 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import Iterator
 from importlib.metadata import version
 from typing import Any
 
 import pytest
 import redis
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import wm_middleware
 from tests.interception.conftest import Generation
@@ -154,12 +157,14 @@ def test_the_sdk_serves_a_forged_entry_only_without_a_secret(
     stored search result is rewritten in Redis to carry an instruction for the agent."""
     generation = Generation(version("supermemory").split(".")[0])
     generation.seed(emulator)
+    reader = InMemoryMetricReader()
     first, second = (
         wm_middleware.wrap(
             generation.client("sync", emulator.base_url),
             shared=patient_tier(redis_url, secret=secret),
+            meter_provider=MeterProvider(metric_readers=readers),
         )
-        for _ in range(2)
+        for readers in ([], [reader])
     )
     fetched = generation.search(first)
     (entry,) = raw.scan_iter(match="wm:v1:*:e:*")
@@ -175,3 +180,14 @@ def test_the_sdk_serves_a_forged_entry_only_without_a_secret(
         assert served == fetched
         assert "EVIL" not in str(served)
         assert (tier.forged, generation.searches(emulator)) == (1, 2)
+        assert ("wm.shared.operations", "forged", 1) in list(_points(reader))
+
+
+def _points(reader: InMemoryMetricReader) -> Iterator[tuple[str, Any, Any]]:
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else ():
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                for point in metric.data.data_points:
+                    outcome = point.attributes.get("wm.shared.outcome")
+                    yield metric.name, outcome, getattr(point, "value", None)
