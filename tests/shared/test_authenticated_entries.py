@@ -8,6 +8,7 @@ signature matches the live generation tokens) and puts a body of their choosing 
 from __future__ import annotations
 
 import asyncio
+import hmac
 import json
 import logging
 import time
@@ -23,7 +24,7 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 import wm_middleware
 from tests.interception.conftest import Generation
 from wm_middleware import RedisTier
-from wm_middleware._redis.protocol import Layout
+from wm_middleware._redis.protocol import Layout, mac_key
 from wm_middleware.emulator import EmulatorServer
 
 from .conftest import HeldLeader, InThread, blocked, patient_tier, wait_until
@@ -133,6 +134,27 @@ def test_a_waiter_woken_onto_a_forged_entry_refuses_it_and_waits_for_the_leader(
     held.finish()
     result = waiting.join()
     assert (result.value, result.outcome) == (REAL, "shared_wait")
+
+
+def test_the_mac_covers_key_header_and_body_under_a_key_derived_for_it(
+    redis_url: str, raw: redis.Redis
+) -> None:
+    patient_tier(redis_url, secret=SECRET).load("q", (TENANT,), 60.0, lambda: REAL)
+    entry = entry_of("q", (TENANT,)).entry
+    header, body = raw.get(entry).split(b"\n", 1)  # type: ignore[union-attr]
+    head, _, mac = header.rpartition(b" ")
+    message = b"%s\n%s\n%s" % (entry.encode(), head, body)
+    derived = mac_key(SECRET.encode())
+    assert mac == hmac.digest(derived, message, "sha256").hex().encode()
+    assert derived != SECRET.encode()
+    assert mac != hmac.digest(SECRET.encode(), message, "sha256").hex().encode()
+
+
+def test_a_sealed_local_marker_sends_others_to_fetch_and_is_not_a_forgery(redis_url: str) -> None:
+    leader, other = patient_tier(redis_url, secret=SECRET), patient_tier(redis_url, secret=SECRET)
+    leader.load("q", (), 60.0, lambda: (1, 2))  # not JSON-shaped: only a marker is shared
+    result = other.load("q", (), 60.0, lambda: "own")
+    assert (result.value, result.outcome, other.forged) == ("own", "fetched", 0)
 
 
 @pytest.mark.parametrize("secret", [None, SECRET])
