@@ -589,7 +589,7 @@ class Values:
         if self._mac_key is None:
             return True
         head, _, mac = header.rpartition(b" ")
-        return hmac.compare_digest(mac, self._mac(entry, head, payload))
+        return hmac.compare_digest(mac, _mac(self._mac_key, entry, head, payload))
 
     def decode(self, payload: bytes, codec: SharedCodec | None) -> Any:
         value = self._decode(payload)
@@ -598,15 +598,17 @@ class Values:
     def _sealed(self, entry: str, header: bytes, payload: bytes) -> bytes:
         if self._mac_key is None:
             return b"%s\n%s" % (header, payload)
-        return b"%s %s\n%s" % (header, self._mac(entry, header, payload), payload)
-
-    def _mac(self, entry: str, header: bytes, payload: bytes) -> bytes:
-        assert self._mac_key is not None
-        message = b"%s\n%s\n%s" % (entry.encode(), header, payload)
-        return hmac.digest(self._mac_key, message, "sha256").hex().encode()
+        return b"%s %s\n%s" % (header, _mac(self._mac_key, entry, header, payload), payload)
 
 
 def mac_key(secret: bytes) -> bytes:
     """The key entries are authenticated with: derived from ``secret`` for this one purpose, so
     it is never the key tenant names are made with (HKDF-style domain separation)."""
     return hmac.digest(secret, b"wm_middleware shared-tier entry MAC v1", "sha256")
+
+
+def _mac(key: bytes, entry: str, header: bytes, payload: bytes) -> bytes:
+    """Hex HMAC-SHA256 of an entry's Redis key, header (without its MAC) and payload; no part
+    holds a newline but the payload, which comes last, so the message has one reading."""
+    message = b"%s\n%s\n%s" % (entry.encode(), header, payload)
+    return hmac.digest(key, message, "sha256").hex().encode()

@@ -272,7 +272,7 @@ class RedisTier:
     @property
     def forged(self) -> int:
         """Entries refused because their MAC did not verify under ``secret`` (forged, altered or
-        copied from another key); each was a miss that fetched. Always 0 without a secret."""
+        copied from another key); each was read past as a miss. Always 0 without a secret."""
         return self._accounts.forgeries
 
     @property
