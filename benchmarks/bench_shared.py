@@ -593,25 +593,7 @@ def main(argv: list[str] | None = None) -> int:
             f"{CALLERS} callers per process, {os.cpu_count()} CPUs"
         )
         print()
-        print("| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
-        print("|---|---|---|---|---|---|---|")
-        for name in HERDS:
-            module = PEER_MODULES.get(name)
-            if module is not None:
-                try:
-                    __import__(module)
-                except ImportError:
-                    print(f"| {name} | - | not installed | | | | |")
-                    continue
-            for processes in (3, 8) if name == "wm_middleware RedisTier" else (3,):
-                row = herd(name, server, processes)
-                if isinstance(row, str):
-                    print(f"| {name} | {processes} | failed: {row} | | | | |")
-                    continue
-                print(
-                    f"| {row.name} | {row.processes} | {row.upstream} | {row.round_trips} "
-                    f"| {row.server_commands} | {row.p50_ms:.0f} | {row.max_ms:.0f} |"
-                )
+        _print_herds(server)
         print()
         _print_hits(server, rounds)
         p50, p99 = invalidation(server, 100 if args.quick else 500)
@@ -650,6 +632,28 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.close()
     return 0
+
+
+def _print_herds(server: Server) -> None:
+    print("| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name in HERDS:
+        module = PEER_MODULES.get(name)
+        if module is not None:
+            try:
+                __import__(module)
+            except ImportError:
+                print(f"| {name} | - | not installed | | | | |")
+                continue
+        for processes in (3, 8) if name == "wm_middleware RedisTier" else (3,):
+            row = herd(name, server, processes)
+            if isinstance(row, str):
+                print(f"| {name} | {processes} | failed: {row} | | | | |")
+                continue
+            print(
+                f"| {row.name} | {row.processes} | {row.upstream} | {row.round_trips} "
+                f"| {row.server_commands} | {row.p50_ms:.0f} | {row.max_ms:.0f} |"
+            )
 
 
 def _print_hits(server: Server, rounds: int) -> None:
