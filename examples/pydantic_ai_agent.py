@@ -1,0 +1,158 @@
+"""pydantic-ai: a tool that searches Supermemory, traced with the OpenTelemetry SDK.
+
+    python examples/pydantic_ai_agent.py
+
+An agent with two tools, ``search_memories`` and ``add_memory``, driven by pydantic-ai's
+``FunctionModel`` (a scripted model: no account, no network). Each turn the model calls
+``search_memories`` twice in parallel with the same query, then answers; in turn 2 it adds what
+the user asked to remember. The conversation runs twice against the bundled emulator, uncached
+and then under ``wm_middleware.instrument()``, with the application's tracing (the OpenTelemetry
+SDK, ``Agent.instrument_all()``) on both times: the middleware's ``search_memory`` spans are
+children of pydantic-ai's ``execute_tool`` spans, and the last turn's trace is printed as a tree.
+
+Environment: the supermemory 5.x one, ``.venv5`` (see the README), with this example's extra:
+``.venv5/bin/python -m pip install -e '.[pydantic-ai]'``, then
+``.venv5/bin/python examples/pydantic_ai_agent.py``.
+With logfire, ``logfire.configure()`` and ``logfire.instrument_pydantic_ai()`` take the
+place of the tracer provider below.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import supermemory
+from opentelemetry import trace
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from pydantic_ai import Agent, RunContext
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
+from pydantic_ai.models.function import AgentInfo, FunctionModel
+
+import wm_middleware
+from wm_middleware.emulator import EmulatorServer
+
+API_KEY = "sk-example"
+CONTAINER_TAG = "user-alex"
+MEMORIES = ["Alex has a severe peanut allergy.", "Alex likes Japanese food."]
+NEW_MEMORY = "Alex eats vegetarian food only, since this week."
+QUERY = "what food Alex eats"
+REMEMBER = "Please remember: "
+TURNS = [
+    "What should I cook tonight?",
+    f"{REMEMBER}{NEW_MEMORY}",
+    "What should I cook tonight?",
+    "What should I cook tonight?",
+    "And for lunch tomorrow?",
+]
+PAUSE = 0.6  # seconds between turns: the user reading and typing
+INDEXING_DELAY = 1.0  # seconds before the emulator returns a new memory from a search
+
+
+@dataclass
+class Memory:
+    """The agent's dependencies: the Supermemory client and what its searches returned."""
+
+    client: supermemory.AsyncSupermemory
+    found: list[str] = field(default_factory=list)
+
+
+def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelResponse:
+    """What an LLM would do: search twice in parallel (diet, allergies), then answer."""
+    request = messages[-1]
+    assert isinstance(request, ModelRequest)
+    if any(part.part_kind == "tool-return" for part in request.parts):
+        return ModelResponse(parts=[TextPart("A peanut-free noodle bowl.")])
+    prompt = str(request.parts[-1].content)
+    if prompt.startswith(REMEMBER):
+        content = prompt.removeprefix(REMEMBER)
+        return ModelResponse(parts=[ToolCallPart("add_memory", {"content": content})])
+    search = [ToolCallPart("search_memories", {"query": QUERY}) for _ in range(2)]
+    return ModelResponse(parts=search)
+
+
+agent = Agent(FunctionModel(scripted_model), deps_type=Memory)
+Agent.instrument_all()  # spans for every agent run, model request and tool call
+
+
+@agent.tool
+async def search_memories(ctx: RunContext[Memory], query: str) -> list[str]:
+    """Search the user's memories."""
+    response = await ctx.deps.client.search(CONTAINER_TAG, query=query)
+    found = [result.memory or "" for result in response.results]
+    ctx.deps.found.extend(found)
+    return found
+
+
+@agent.tool
+async def add_memory(ctx: RunContext[Memory], content: str) -> str:
+    """Remember something about the user."""
+    await ctx.deps.client.add(CONTAINER_TAG, content=content)
+    return "saved"
+
+
+async def converse(base_url: str) -> int | None:
+    """The whole conversation; the first turn whose searches returned the new memory."""
+    deps = Memory(supermemory.AsyncSupermemory(api_key=API_KEY, base_url=base_url))
+    seen: int | None = None
+    for number, question in enumerate(TURNS, start=1):
+        await agent.run(question, deps=deps)
+        if seen is None and NEW_MEMORY in deps.found:
+            seen = number
+        await asyncio.sleep(PAUSE)
+    return seen
+
+
+def run(cached: bool) -> tuple[int, int | None]:
+    """(upstream requests, first turn that saw the new memory) against a fresh emulator."""
+    with EmulatorServer(latency=0.02, indexing_delay=INDEXING_DELAY) as server:
+        server.seed(API_KEY, MEMORIES, container_tag=CONTAINER_TAG)
+        memory = wm_middleware.instrument() if cached else None
+        try:
+            seen = asyncio.run(converse(server.base_url))
+            if memory is not None:
+                print(f"  {memory.stats()}")
+            return server.count(), seen
+        finally:
+            if cached:
+                wm_middleware.uninstrument()
+
+
+def print_tree(spans: list[ReadableSpan]) -> None:
+    """The spans of one trace, each under its parent."""
+    children: dict[int | None, list[ReadableSpan]] = {}
+    for span in sorted(spans, key=lambda span: span.start_time or 0):
+        parent = span.parent.span_id if span.parent else None
+        children.setdefault(parent, []).append(span)
+
+    def show(parent: int | None, depth: int) -> None:
+        for span in children.get(parent, []):
+            result = (span.attributes or {}).get("wm.cache.result")
+            print(f"{'  ' * depth}{span.name}" + (f" ({result})" if result else ""))
+            assert span.context is not None
+            show(span.context.span_id, depth + 1)
+
+    show(None, 1)
+
+
+def main() -> None:
+    spans = InMemorySpanExporter()  # the application's tracing: any SDK exporter
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(spans))
+    trace.set_tracer_provider(provider)
+    print(f"(using the emulator: {INDEXING_DELAY:g} s indexing delay, {len(TURNS)} turns)")
+    uncached, uncached_seen = run(cached=False)
+    print(f"uncached: {uncached} upstream requests; new memory first seen in turn {uncached_seen}")
+    spans.clear()
+    cached, cached_seen = run(cached=True)
+    print(f"cached: {cached} upstream requests; new memory first seen in turn {cached_seen}")
+    finished = spans.get_finished_spans()
+    last = finished[-1].context.trace_id if finished and finished[-1].context else None
+    print("the last turn's trace, cached:")
+    print_tree([span for span in finished if span.context and span.context.trace_id == last])
+
+
+if __name__ == "__main__":
+    main()
