@@ -106,7 +106,8 @@ def converse(cached: bool) -> tuple[int, int | None]:
                     seen = number
                 time.sleep(PAUSE)
             if memory is not None:
-                print(f"  {memory.stats()}")
+                stats = memory.stats()
+                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
             return server.count(), seen
         finally:
             if cached:

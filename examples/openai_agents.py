@@ -170,7 +170,8 @@ def run(cached: bool) -> tuple[int, int | None]:
         try:
             seen = asyncio.run(converse(server.base_url))
             if memory is not None:
-                print(f"  {memory.stats()}")
+                stats = memory.stats()
+                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
             return server.count(), seen
         finally:
             if cached:

@@ -8,7 +8,7 @@ An agent with two tools, ``search_memories`` and ``add_memory``, driven by pydan
 the user asked to remember. The conversation runs twice against the bundled emulator, uncached
 and then under ``wm_middleware.instrument()``, with the application's tracing (the OpenTelemetry
 SDK, ``Agent.instrument_all()``) on both times: the middleware's ``search_memory`` spans are
-children of pydantic-ai's ``execute_tool`` spans, and the last turn's trace is printed as a tree.
+children of pydantic-ai's ``execute_tool`` spans, and the first turn's trace is printed as a tree.
 
 Environment: the supermemory 5.x one, ``.venv5`` (see the README), with this example's extra:
 ``.venv5/bin/python -m pip install -e '.[pydantic-ai]'``, then
@@ -113,7 +113,8 @@ def run(cached: bool) -> tuple[int, int | None]:
         try:
             seen = asyncio.run(converse(server.base_url))
             if memory is not None:
-                print(f"  {memory.stats()}")
+                stats = memory.stats()
+                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
             return server.count(), seen
         finally:
             if cached:
@@ -149,9 +150,10 @@ def main() -> None:
     cached, cached_seen = run(cached=True)
     print(f"cached: {cached} upstream requests; new memory first seen in turn {cached_seen}")
     finished = spans.get_finished_spans()
-    last = finished[-1].context.trace_id if finished and finished[-1].context else None
-    print("the last turn's trace, cached:")
-    print_tree([span for span in finished if span.context and span.context.trace_id == last])
+    first = min((span for span in finished if span.parent is None), key=lambda s: s.start_time or 0)
+    assert first.context is not None
+    print("the first turn's trace, cached:")
+    print_tree([span for span in finished if span.context.trace_id == first.context.trace_id])
 
 
 if __name__ == "__main__":

@@ -110,7 +110,7 @@ def test_framework_example_sends_fewer_upstream_requests_cached(example: str) ->
 
 @pytest.mark.parametrize("example", FRAMEWORKS)
 def test_framework_example_coalesces_the_parallel_searches(example: str) -> None:
-    stats = re.search(r"CacheStats\(hits=(\d+), misses=(\d+), coalesced=(\d+)", _printed(example))
+    stats = re.search(r"^  (\d+) hits, (\d+) misses, (\d+) coalesced$", _printed(example), re.M)
 
     assert stats is not None
     hits, misses, coalesced = map(int, stats.groups())
@@ -119,7 +119,7 @@ def test_framework_example_coalesces_the_parallel_searches(example: str) -> None
 
 @pytest.mark.parametrize("example", [p for p in FRAMEWORKS if p.values[0] == "pydantic_ai_agent"])
 def test_pydantic_ai_memory_spans_are_children_of_execute_tool(example: str) -> None:
-    tree = _printed(example).split("the last turn's trace, cached:\n", 1)[1].splitlines()
+    tree = _printed(example).split("the first turn's trace, cached:\n", 1)[1].splitlines()
     parents: list[str] = []  # the span names on the path to the current line
     nested = []
     for line in tree:
@@ -129,8 +129,13 @@ def test_pydantic_ai_memory_spans_are_children_of_execute_tool(example: str) -> 
         if name.startswith("search_memory"):
             nested.append((parents[-2], name))  # (its parent, the span)
 
-    # Both parallel tool calls of the last turn, each span under its own tool call.
+    # The two parallel tool calls of the first turn, each read under its own tool call: one
+    # fetches, the other waits for that fetch (single-flight).
     assert [parent for parent, _ in nested] == ["execute_tool search_memories"] * 2, tree
+    assert sorted(span for _, span in nested) == [
+        "search_memory (coalesced)",
+        "search_memory (miss)",
+    ], tree
     assert tree[0].strip() == "invoke_agent agent"
 
 
