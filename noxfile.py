@@ -96,14 +96,10 @@ def examples(session: nox.Session) -> None:
     """The framework examples, each run as a user would run it; the other examples and the
     pages' snippets run in the tests-sdk* sessions."""
     session.install("-e", EXAMPLES)
-    session.run(
-        "pytest",
-        "-q",
-        "tests/demo/test_examples.py",
-        "-k",
-        "langgraph or pydantic or openai_agents",
-        *session.posargs,
-    )
+    # The examples, and the output samples of their pages (docs/langgraph.md, ...).
+    tests = ["tests/demo/test_examples.py", "tests/test_readme.py"]
+    chosen = ["-k", "langgraph or pydantic or openai"]
+    session.run("pytest", "-q", *tests, *chosen, *session.posargs)
 
 
 @nox.session(python=PYTHON)

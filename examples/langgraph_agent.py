@@ -22,31 +22,12 @@ import time
 from collections.abc import Callable
 from typing import Annotated, Any, TypedDict
 
+import _conversation as script
 import supermemory
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langgraph.graph import END, START, StateGraph
 
-import wm_middleware
-from wm_middleware.emulator import EmulatorServer
-
-API_KEY = "sk-example"
-CONTAINER_TAG = "user-alex"
-MEMORIES = [
-    {"content": "Alex has a severe peanut allergy.", "static": True},
-    "Alex likes Japanese food.",
-]
-NEW_MEMORY = "Alex eats vegetarian food only, since this week."
-QUERY = "what food Alex eats"
-REMEMBER = "Please remember: "
-TURNS = [
-    "What should I cook tonight?",
-    f"{REMEMBER}{NEW_MEMORY}",
-    "What should I cook tonight?",
-    "What should I cook tonight?",
-]
 ADVISORS = ("chef", "nutritionist", "planner")
-PAUSE = 0.6  # seconds between turns: the user reading and typing
-INDEXING_DELAY = 1.0  # seconds before the emulator returns a new memory from a search
 
 
 class Turn(TypedDict, total=False):
@@ -61,8 +42,8 @@ def build_graph(client: supermemory.Supermemory) -> Any:
 
     def advisor(name: str) -> Callable[[Turn], Turn]:
         def recall(state: Turn) -> Turn:
-            profile = client.profile(CONTAINER_TAG)
-            found = client.search(CONTAINER_TAG, query=QUERY)
+            profile = client.profile(script.CONTAINER_TAG)
+            found = client.search(script.CONTAINER_TAG, query=script.QUERY)
             facts = [fact.memory for fact in profile.profile.static]
             facts += [result.memory or "" for result in found.results]
             return {"context": [f"{name}: {fact}" for fact in facts]}
@@ -74,8 +55,9 @@ def build_graph(client: supermemory.Supermemory) -> Any:
         return {"answer": str(model.invoke(prompt).content)}
 
     def remember(state: Turn) -> Turn:
-        if state["question"].startswith(REMEMBER):
-            client.add(CONTAINER_TAG, content=state["question"].removeprefix(REMEMBER))
+        content = script.to_remember(state["question"])
+        if content is not None:
+            client.add(script.CONTAINER_TAG, content=content)
         return {}
 
     graph = StateGraph(Turn)
@@ -90,36 +72,20 @@ def build_graph(client: supermemory.Supermemory) -> Any:
     return graph.compile()
 
 
-def converse(cached: bool) -> tuple[int, int | None]:
-    """The conversation against a fresh emulator: (upstream requests, first turn that saw the
-    new memory)."""
-    with EmulatorServer(latency=0.02, indexing_delay=INDEXING_DELAY) as server:
-        server.seed(API_KEY, MEMORIES, container_tag=CONTAINER_TAG)
-        memory = wm_middleware.instrument() if cached else None
-        try:
-            client = supermemory.Supermemory(api_key=API_KEY, base_url=server.base_url)
-            graph = build_graph(client)
-            seen: int | None = None
-            for number, question in enumerate(TURNS, start=1):
-                state = graph.invoke({"question": question, "context": []})
-                if seen is None and any(NEW_MEMORY in line for line in state["context"]):
-                    seen = number
-                time.sleep(PAUSE)
-            if memory is not None:
-                stats = memory.stats()
-                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
-            return server.count(), seen
-        finally:
-            if cached:
-                wm_middleware.uninstrument()
+def converse(cached: bool) -> None:
+    with script.against_the_emulator(cached=cached) as run:
+        client = supermemory.Supermemory(api_key=script.API_KEY, base_url=run.base_url)
+        graph = build_graph(client)
+        for number, question in enumerate(script.TURNS, start=1):
+            state = graph.invoke({"question": question, "context": []})
+            run.saw(number, state["context"])
+            time.sleep(script.PAUSE)
 
 
 def main() -> None:
-    print(f"(using the emulator: {INDEXING_DELAY:g} s indexing delay, {len(TURNS)} turns)")
-    uncached, uncached_seen = converse(cached=False)
-    print(f"uncached: {uncached} upstream requests; new memory first seen in turn {uncached_seen}")
-    cached, cached_seen = converse(cached=True)
-    print(f"cached: {cached} upstream requests; new memory first seen in turn {cached_seen}")
+    script.header()
+    converse(cached=False)
+    converse(cached=True)
 
 
 if __name__ == "__main__":

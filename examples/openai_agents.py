@@ -25,6 +25,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import _conversation as script
 import supermemory
 from agents import (
     Agent,
@@ -43,25 +44,7 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-import wm_middleware
-from wm_middleware.emulator import EmulatorServer
-
-API_KEY = "sk-example"
-CONTAINER_TAG = "user-alex"
-MEMORIES = ["Alex has a severe peanut allergy.", "Alex likes Japanese food."]
-NEW_MEMORY = "Alex eats vegetarian food only, since this week."
-QUERY = "what food Alex eats"
-REMEMBER = "Please remember: "
 ANSWER = "A peanut-free noodle bowl."
-TURNS = [
-    "What should I cook tonight?",
-    f"{REMEMBER}{NEW_MEMORY}",
-    "What should I cook tonight?",
-    "What should I cook tonight?",
-    "And for lunch tomorrow?",
-]
-PAUSE = 0.6  # seconds between turns: the user reading and typing
-INDEXING_DELAY = 1.0  # seconds before the emulator returns a new memory from a search
 
 
 @dataclass
@@ -75,7 +58,7 @@ class Memory:
 @function_tool
 async def search_memories(ctx: RunContextWrapper[Memory], query: str) -> list[str]:
     """Search the user's memories."""
-    response = await ctx.context.client.search(CONTAINER_TAG, query=query)
+    response = await ctx.context.client.search(script.CONTAINER_TAG, query=query)
     found = [result.memory or "" for result in response.results]
     ctx.context.found.extend(found)
     return found
@@ -84,7 +67,7 @@ async def search_memories(ctx: RunContextWrapper[Memory], query: str) -> list[st
 @function_tool
 async def add_memory(ctx: RunContextWrapper[Memory], content: str) -> str:
     """Remember something about the user."""
-    await ctx.context.client.add(CONTAINER_TAG, content=content)
+    await ctx.context.client.add(script.CONTAINER_TAG, content=content)
     return "saved"
 
 
@@ -110,11 +93,11 @@ class ScriptedModel(Model):
         items = [{"content": input}] if isinstance(input, str) else input
         if any(item.get("type") == "function_call_output" for item in items):
             return ModelResponse(output=[_message(ANSWER)], usage=Usage(), response_id=None)
-        prompt = str(items[-1]["content"])
-        if prompt.startswith(REMEMBER):
-            calls = [self._call("add_memory", {"content": prompt.removeprefix(REMEMBER)})]
+        content = script.to_remember(str(items[-1]["content"]))
+        if content is not None:
+            calls = [self._call("add_memory", {"content": content})]
         else:
-            calls = [self._call("search_memories", {"query": QUERY}) for _ in range(2)]
+            calls = [self._call("search_memories", {"query": script.QUERY}) for _ in range(2)]
         return ModelResponse(output=calls, usage=Usage(), response_id=None)
 
     def stream_response(self, *_: Any, **__: Any) -> AsyncIterator[Any]:
@@ -150,43 +133,24 @@ class KeptSpans(TracingProcessor):
 agent = Agent(name="cook", model=ScriptedModel(), tools=[search_memories, add_memory])
 
 
-async def converse(base_url: str) -> int | None:
-    """The whole conversation; the first turn whose searches returned the new memory."""
-    deps = Memory(supermemory.AsyncSupermemory(api_key=API_KEY, base_url=base_url))
-    seen: int | None = None
-    for number, question in enumerate(TURNS, start=1):
+async def converse(run: script.Run) -> None:
+    deps = Memory(supermemory.AsyncSupermemory(api_key=script.API_KEY, base_url=run.base_url))
+    for number, question in enumerate(script.TURNS, start=1):
         await Runner.run(agent, question, context=deps)
-        if seen is None and NEW_MEMORY in deps.found:
-            seen = number
-        await asyncio.sleep(PAUSE)
-    return seen
-
-
-def run(cached: bool) -> tuple[int, int | None]:
-    """(upstream requests, first turn that saw the new memory) against a fresh emulator."""
-    with EmulatorServer(latency=0.02, indexing_delay=INDEXING_DELAY) as server:
-        server.seed(API_KEY, MEMORIES, container_tag=CONTAINER_TAG)
-        memory = wm_middleware.instrument() if cached else None
-        try:
-            seen = asyncio.run(converse(server.base_url))
-            if memory is not None:
-                stats = memory.stats()
-                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
-            return server.count(), seen
-        finally:
-            if cached:
-                wm_middleware.uninstrument()
+        run.saw(number, deps.found)
+        deps.found.clear()
+        await asyncio.sleep(script.PAUSE)
 
 
 def main() -> None:
     kept = KeptSpans()
     set_trace_processors([kept])  # the application's tracing, in place of the export to OpenAI
-    print(f"(using the emulator: {INDEXING_DELAY:g} s indexing delay, {len(TURNS)} turns)")
-    uncached, uncached_seen = run(cached=False)
-    print(f"uncached: {uncached} upstream requests; new memory first seen in turn {uncached_seen}")
+    script.header()
+    with script.against_the_emulator(cached=False) as run:
+        asyncio.run(converse(run))
     uncached_spans, kept.names = kept.names, []
-    cached, cached_seen = run(cached=True)
-    print(f"cached: {cached} upstream requests; new memory first seen in turn {cached_seen}")
+    with script.against_the_emulator(cached=True) as run:
+        asyncio.run(converse(run))
     for label, names in (("uncached", uncached_spans), ("cached", kept.names)):
         counts = ", ".join(f"{names.count(name)} {name}" for name in sorted(set(names)))
         print(f"the Agents SDK's own trace spans, {label}: {counts}")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 
+import _conversation as script
 import supermemory
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -30,25 +31,6 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from pydantic_ai import Agent, RunContext
 from pydantic_ai.messages import ModelMessage, ModelRequest, ModelResponse, TextPart, ToolCallPart
 from pydantic_ai.models.function import AgentInfo, FunctionModel
-
-import wm_middleware
-from wm_middleware.emulator import EmulatorServer
-
-API_KEY = "sk-example"
-CONTAINER_TAG = "user-alex"
-MEMORIES = ["Alex has a severe peanut allergy.", "Alex likes Japanese food."]
-NEW_MEMORY = "Alex eats vegetarian food only, since this week."
-QUERY = "what food Alex eats"
-REMEMBER = "Please remember: "
-TURNS = [
-    "What should I cook tonight?",
-    f"{REMEMBER}{NEW_MEMORY}",
-    "What should I cook tonight?",
-    "What should I cook tonight?",
-    "And for lunch tomorrow?",
-]
-PAUSE = 0.6  # seconds between turns: the user reading and typing
-INDEXING_DELAY = 1.0  # seconds before the emulator returns a new memory from a search
 
 
 @dataclass
@@ -65,11 +47,10 @@ def scripted_model(messages: list[ModelMessage], info: AgentInfo) -> ModelRespon
     assert isinstance(request, ModelRequest)
     if any(part.part_kind == "tool-return" for part in request.parts):
         return ModelResponse(parts=[TextPart("A peanut-free noodle bowl.")])
-    prompt = str(request.parts[-1].content)
-    if prompt.startswith(REMEMBER):
-        content = prompt.removeprefix(REMEMBER)
+    content = script.to_remember(str(request.parts[-1].content))
+    if content is not None:
         return ModelResponse(parts=[ToolCallPart("add_memory", {"content": content})])
-    search = [ToolCallPart("search_memories", {"query": QUERY}) for _ in range(2)]
+    search = [ToolCallPart("search_memories", {"query": script.QUERY}) for _ in range(2)]
     return ModelResponse(parts=search)
 
 
@@ -80,7 +61,7 @@ Agent.instrument_all()  # spans for every agent run, model request and tool call
 @agent.tool
 async def search_memories(ctx: RunContext[Memory], query: str) -> list[str]:
     """Search the user's memories."""
-    response = await ctx.deps.client.search(CONTAINER_TAG, query=query)
+    response = await ctx.deps.client.search(script.CONTAINER_TAG, query=query)
     found = [result.memory or "" for result in response.results]
     ctx.deps.found.extend(found)
     return found
@@ -89,36 +70,17 @@ async def search_memories(ctx: RunContext[Memory], query: str) -> list[str]:
 @agent.tool
 async def add_memory(ctx: RunContext[Memory], content: str) -> str:
     """Remember something about the user."""
-    await ctx.deps.client.add(CONTAINER_TAG, content=content)
+    await ctx.deps.client.add(script.CONTAINER_TAG, content=content)
     return "saved"
 
 
-async def converse(base_url: str) -> int | None:
-    """The whole conversation; the first turn whose searches returned the new memory."""
-    deps = Memory(supermemory.AsyncSupermemory(api_key=API_KEY, base_url=base_url))
-    seen: int | None = None
-    for number, question in enumerate(TURNS, start=1):
+async def converse(run: script.Run) -> None:
+    deps = Memory(supermemory.AsyncSupermemory(api_key=script.API_KEY, base_url=run.base_url))
+    for number, question in enumerate(script.TURNS, start=1):
         await agent.run(question, deps=deps)
-        if seen is None and NEW_MEMORY in deps.found:
-            seen = number
-        await asyncio.sleep(PAUSE)
-    return seen
-
-
-def run(cached: bool) -> tuple[int, int | None]:
-    """(upstream requests, first turn that saw the new memory) against a fresh emulator."""
-    with EmulatorServer(latency=0.02, indexing_delay=INDEXING_DELAY) as server:
-        server.seed(API_KEY, MEMORIES, container_tag=CONTAINER_TAG)
-        memory = wm_middleware.instrument() if cached else None
-        try:
-            seen = asyncio.run(converse(server.base_url))
-            if memory is not None:
-                stats = memory.stats()
-                print(f"  {stats.hits} hits, {stats.misses} misses, {stats.coalesced} coalesced")
-            return server.count(), seen
-        finally:
-            if cached:
-                wm_middleware.uninstrument()
+        run.saw(number, deps.found)
+        deps.found.clear()
+        await asyncio.sleep(script.PAUSE)
 
 
 def print_tree(spans: list[ReadableSpan]) -> None:
@@ -143,12 +105,12 @@ def main() -> None:
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(spans))
     trace.set_tracer_provider(provider)
-    print(f"(using the emulator: {INDEXING_DELAY:g} s indexing delay, {len(TURNS)} turns)")
-    uncached, uncached_seen = run(cached=False)
-    print(f"uncached: {uncached} upstream requests; new memory first seen in turn {uncached_seen}")
+    script.header()
+    with script.against_the_emulator(cached=False) as run:
+        asyncio.run(converse(run))
     spans.clear()
-    cached, cached_seen = run(cached=True)
-    print(f"cached: {cached} upstream requests; new memory first seen in turn {cached_seen}")
+    with script.against_the_emulator(cached=True) as run:
+        asyncio.run(converse(run))
     finished = spans.get_finished_spans()
     first = min((span for span in finished if span.parent is None), key=lambda s: s.start_time or 0)
     assert first.context is not None

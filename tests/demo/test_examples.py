@@ -67,31 +67,35 @@ FRAMEWORKS = [pytest.param(name, marks=_needs(name)) for name in FRAMEWORK]
 
 
 def test_every_example_is_run_here() -> None:
+    # A module with a leading underscore is what examples share, not an example.
     assert {param.values[0] for param in EXAMPLES} == {
-        path.stem for path in (ROOT / "examples").glob("*.py")
+        path.stem for path in (ROOT / "examples").glob("[!_]*.py")
     }
 
 
 @pytest.mark.parametrize(("example", "expected"), EXAMPLES)
 def test_example_runs_against_the_emulator(example: str, expected: str) -> None:
-    endpoint = f"http://127.0.0.1:{_closed_port()}"
-
-    result = _ran(example, endpoint)
+    result = ran_example(example)
 
     assert result.returncode == 0, result.stderr
-    assert expected.format(endpoint=endpoint) in result.stdout
+    assert expected.format(endpoint=CLOSED) in result.stdout
     assert "using the emulator" in result.stdout
 
 
+# Where the observability example's OTEL_EXPORTER_OTLP_ENDPOINT points: nothing listens there.
+CLOSED = f"http://127.0.0.1:{_closed_port()}"
+
+
 @functools.cache
-def _ran(example: str, endpoint: str = "") -> subprocess.CompletedProcess[str]:
-    """One run of an example per test session: the framework examples take seconds each."""
-    extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": endpoint} if endpoint else {}
+def ran_example(example: str) -> subprocess.CompletedProcess[str]:
+    """An example's one run of the test session (the framework examples take seconds); the
+    observability example's standard OTLP endpoint variable is :data:`CLOSED`."""
+    extra = {"OTEL_EXPORTER_OTLP_ENDPOINT": CLOSED} if example == "observability" else {}
     return run(f"examples/{example}.py", **extra)
 
 
 def _printed(example: str) -> str:
-    result = _ran(example, "")
+    result = ran_example(example)
     assert result.returncode == 0, result.stderr
     return result.stdout
 
