@@ -9,8 +9,13 @@ what the programs print.
   receive the block's spans; ``+redis`` starts a ``valkey-server`` of its own at ``REDIS_URL``.
   A print marked
   ``# -> text`` must print a line starting with ``text``.
+* Read top to bottom, the README and the home page are in the set-up command's environment
+  (``.venv``, SDK 3.x) until a passage names another (``.venv5``): each Python block is for the
+  environment the page is in where it stands. Each block runs in a fresh interpreter, in page
+  order.
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
-  lengths aside.
+  lengths aside, in the session that installs what COMMAND needs (the demo's stack, or a
+  framework example's extra: ``nox -s examples``).
 * The README's examples table lists every example, and every extra a page installs exists.
 * The usage in ``wm_middleware``'s module docstring shows supermemory 5.x, then 3.x, and each
   block runs in its SDK's session.
