@@ -17,11 +17,10 @@ PACKAGE = Path(wm_middleware.__file__).parent
 
 
 def test_the_schemes_are_spelled_only_in_their_home() -> None:
-    # __main__.py's own copy goes when its URL check uses SCHEMES too.
     spelled = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if '"rediss://"' in path.read_text() and path.name != "__main__.py"
+        if '"rediss://"' in path.read_text()
     )
     assert spelled == ["_redis/urls.py"]
 
