@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from . import _logs
 from ._adapters import ADAPTERS, PatchTable
 from ._core import WorkingMemory
-from ._settings import OPTIONS, Settings, shown
+from ._settings import OPTIONS, Settings
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -125,11 +125,6 @@ def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:
     return working_memory
 
 
-def _shown(value: object) -> str:
-    """``value`` for a log line: a URL without the password it may carry."""
-    return shown(value) if isinstance(value, str) and "://" in value else repr(value)
-
-
 class Request:
     """Everything one instrumentation is made of: two equal requests make the same one."""
 
@@ -173,10 +168,7 @@ class Request:
 
     def differences(self, active: Request) -> list[str]:
         """``name=new (was old)`` for what differs from ``active``."""
-        changed = [
-            f"{name}={_shown(new)} (was {_shown(old)})"
-            for name, (new, old) in self.settings.changes(active.settings).items()
-        ]
+        changed = self.settings.changes_shown(active.settings)  # never a password
         for name in ("working_memory", "tracer_provider", "meter_provider"):
             if getattr(self, name) is not getattr(active, name):
                 changed.append(f"{name}= another object")

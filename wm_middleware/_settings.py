@@ -7,7 +7,8 @@ resolution for all three entry points: for each setting, the argument when one i
 A bad value is refused at the boundary: a bad argument raises ``TypeError`` or ``ValueError``
 naming the argument, a bad variable raises ``ValueError`` naming the variable and quoting its
 value (without the password a URL may carry). The loader turns that ``ValueError`` into one log
-line and leaves the process uninstrumented.
+line and leaves the process uninstrumented. A repr or a log line of the settings shows a URL
+without its password.
 
 ``docs/configuration.md`` holds :func:`table` as it is printed by
 ``python -c "from wm_middleware._settings import table; print(table(), end='')"``; a test keeps
@@ -21,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ._core import check_seconds
-from ._redis.urls import SCHEMES, SCHEMES_NAMED  # import-light: no redis-py, no re
+from ._redis.urls import SCHEMES, SCHEMES_NAMED, masked  # import-light: no redis-py, no re
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -130,10 +131,8 @@ def _name(value: object, name: str) -> str:
 
 
 def shown(url: str) -> str:
-    """``url`` quoted for an error message, without the password it may carry."""
-    import re  # here: only a message needs it, and it costs start-up time
-
-    return repr(re.sub(r"(?<=//)[^@/]*@", "***@", url))
+    """``url`` quoted for an error message or a log line, without the password it may carry."""
+    return repr(masked(url))
 
 
 def _tier(value: object, name: str) -> str | SharedTier:
@@ -178,20 +177,27 @@ def _parse_text(raw: str, name: str) -> str:
     return raw
 
 
-class ValueKind:
-    """A kind of value: the values it takes, its check and its parser of a variable's text."""
+def _shown_tier(value: object) -> str:
+    return shown(value) if isinstance(value, str) else repr(value)
 
-    __slots__ = ("check", "parse", "rule")
+
+class ValueKind:
+    """A kind of value: the values it takes, its check, its parser of a variable's text, and how
+    a value is shown in a repr or a log line (never a password)."""
+
+    __slots__ = ("check", "parse", "rule", "show")
 
     def __init__(
         self,
         rule: str,  # for the table
         check: Callable[[object, str], Any],  # of an argument, or of a variable once parsed
         parse: Callable[[str, str], Any],
+        show: Callable[[Any], str] = repr,  # of a value that is not None
     ) -> None:
         self.rule = rule
         self.check = check
         self.parse = parse
+        self.show = show
 
 
 _BOOLEAN: Final = ValueKind("true or false", _boolean, _parse_boolean)
@@ -199,7 +205,7 @@ _COUNT: Final = ValueKind("an integer >= 1", _count, _parse_number(int, "an inte
 _SECONDS: Final = ValueKind(
     "seconds > 0", _seconds, _parse_number(float, "a number of seconds > 0")
 )
-_TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text)
+_TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text, _shown_tier)
 _NAME: Final = ValueKind("a name", _name, _parse_text)
 
 
@@ -242,6 +248,10 @@ class Option:
     @property
     def parse(self) -> Callable[[str, str], Any]:
         return self.kind.parse
+
+    def shown(self, value: Any) -> str:
+        """``value`` of this setting in a repr or a log line: a URL without its password."""
+        return repr(value) if value is None else self.kind.show(value)
 
     def value(self, argument: object, environ: Mapping[str, str]) -> Any:
         """The argument if not ``None``, else the variable if set and not blank, else default."""
@@ -336,7 +346,7 @@ class Settings:
         return hash(self._values())
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        shown = ", ".join(f"{o.field}={o.shown(getattr(self, o.field))}" for o in OPTIONS)
         return f"Settings({shown})"
 
     @classmethod
@@ -401,6 +411,15 @@ class Settings:
             for name, mine, theirs in zip(_FIELDS, self._values(), other._values(), strict=True)
             if mine != theirs
         }
+
+    def changes_shown(self, other: Settings) -> list[str]:
+        """:meth:`changes` for a log line, ``field=this (was other's)``, as a repr shows them."""
+        changed = self.changes(other)
+        return [
+            f"{o.field}={o.shown(changed[o.field][0])} (was {o.shown(changed[o.field][1])})"
+            for o in OPTIONS
+            if o.field in changed
+        ]
 
 
 def table() -> str:

@@ -129,6 +129,12 @@ def test_a_url_in_an_error_hides_its_password() -> None:
     assert "s3cret" not in str(raised.value)
 
 
+def test_a_repr_of_the_settings_hides_a_urls_password() -> None:
+    settings = Settings.resolve({"shared": "redis://app:s3cret@cache:6379/0"}, {})
+    assert "shared='redis://app:***@cache:6379/0'" in repr(settings)
+    assert "s3cret" not in repr(settings) + str(settings)
+
+
 @pytest.mark.parametrize(
     ("field", "value", "error"),
     [
