@@ -156,7 +156,7 @@ def test_a_secret_that_would_be_ignored_or_is_empty_is_refused_naming_it(
     assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
 
 
-def test_the_variable_is_not_read_beside_a_ready_made_tier(
+def test_the_variable_is_not_used_beside_a_ready_made_tier(
     redis_url: str, env: pytest.MonkeyPatch
 ) -> None:
     """A tier built in code has its own secret (here none): the variable neither replaces it nor
