@@ -30,10 +30,10 @@ With supermemory 3.x (what supermemory-openai-sdk and the other integrations pin
 Or without monkeypatching: ``cached = wm_middleware.wrap(client)`` is a cached copy of either
 generation's client; ``client`` stays uncached. Every option of ``instrument()`` and ``wrap()`` is
 keyword-only; a setting not passed comes from its ``WM_MIDDLEWARE_*`` variable, else its default
-(``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``store_id``, ``freshness``,
-``settle_interval``, ``settle_max``, ``openinference``, ``trace_hits``, ``httpx``: the table is in
-docs/configuration.md). ``instrument()`` imports no client library: each is patched when the
-application imports it.
+(``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``shared_secret``,
+``store_id``, ``freshness``, ``settle_interval``, ``settle_max``, ``openinference``,
+``trace_hits``, ``httpx``: the table is in docs/configuration.md). ``instrument()`` imports no
+client library: each is patched when the application imports it.
 
 Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
 variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
