@@ -368,13 +368,13 @@ class _KeyedMemory:
         shared: SharedTier | None,
         copy: bool,
     ) -> None:
+        self._lock = threading.Lock()  # serialises every change to the store
         self._max_entries = max_entries
-        self._ttl = ttl
         self._refresh_after = refresh_after
         self._clock = clock
         self._shared = shared
         self._copy = copy
-        self._lock = threading.Lock()  # serialises every change to the store
+        self._ttl = ttl
         self._store = Store(max_entries, refresh_after)
         self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
         self._flights = Group()
