@@ -30,6 +30,9 @@ Rows:
 * ``import supermemory`` alone, then after ``instrument()``: what the patch costs when the
   application imports the SDK (wrapt, the OpenTelemetry API, the adapter and its runtime are
   loaded then);
+* ``import supermemory``, then ``import wm_middleware; instrument()``: the order most
+  applications use (the SDK imported at the top, ``instrument()`` called later). The goal is the
+  same 40 ms of CPU, over ``import supermemory``;
 * ``import supermemory_openai``: what an eager ``instrument()`` used to import (when installed).
 """
 
@@ -63,6 +66,10 @@ if importlib.util.find_spec("supermemory") is not None:
     # Fails the run if no adapter loaded on the import: the row would measure nothing.
     CANDIDATES["patched"] = (
         f"{INSTRUMENT}; import supermemory, sys; assert 'wm_middleware._runtime' in sys.modules"
+    )
+    # The order most applications use; fails the run as well if nothing was patched.
+    CANDIDATES["supermemory first"] = (
+        f"import supermemory, sys; {INSTRUMENT}; assert 'wm_middleware._runtime' in sys.modules"
     )
 if importlib.util.find_spec("supermemory_openai") is not None:
     CANDIDATES["import supermemory_openai"] = "import supermemory_openai"
@@ -145,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             ("instrument(), then import supermemory (patched), adds", "patched", "supermemory")
         )
+        after = ("import supermemory, then instrument(): instrument() adds", "supermemory first")
+        rows.append((*after, "supermemory"))
+        goals.append(rows[-1])
     for label, this, base in rows:
         print(f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])}  {label}")
     for label, this, base in goals:
