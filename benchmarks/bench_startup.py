@@ -1,6 +1,6 @@
 """What ``import wm_middleware`` and ``instrument()`` add to an application's start-up.
 
-Run from the repository root, in the environment to measure (``/work/venvs/sdk3`` has
+Run from the repository root, in the environment to measure (``/work/venv3`` has
 supermemory-openai-sdk, whose import pulls in ``openai``)::
 
     python benchmarks/bench_startup.py              # 21 rounds
