@@ -14,7 +14,9 @@ order, so that drift in machine load hits them alike; one round runs first unmea
 the OS caches).
 A figure is the MEDIAN over rounds, of the wall time and of the CPU time (user + system) the
 child used; a difference is the difference of two medians. On a loaded machine the wall time
-includes waiting for a core, the CPU time much less so: the goal's verdict is on CPU time.
+includes waiting for a core, the CPU time much less so: the goal's verdict is on CPU time. The
+differences are also printed between the minimum CPU times over rounds, which a loaded machine
+inflates least.
 
 Rows:
 
@@ -155,15 +157,21 @@ def main(argv: list[str] | None = None) -> int:
         after = ("import supermemory, then instrument(): instrument() adds", "supermemory first")
         rows.append((*after, "supermemory"))
         goals.append(rows[-1])
+    # The minimum over rounds: what a process costs when nothing else slows it down.
+    least = {name: min(values) for name, values in samples["cpu"].items()}
+    print("        wall         cpu     cpu min")
     for label, this, base in rows:
-        print(f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])}  {label}")
+        print(
+            f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])} "
+            f"{_ms(least[this] - least[base])}  {label}"
+        )
     for label, this, base in goals:
         added = (cpu[this] - cpu[base]) * 1000
         verdict = "met" if added <= GOAL_MS else "missed"
-        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of CPU time: {verdict}")
+        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of CPU time (median): {verdict}")
     if options.json is not None:
         options.json.write_text(
-            json.dumps({"samples": samples, "median": median}, indent=2) + "\n",
+            json.dumps({"samples": samples, "median": median, "min_cpu": least}, indent=2) + "\n",
             encoding="utf-8",
         )
     return 0
