@@ -374,8 +374,8 @@ class _KeyedMemory:
         self._clock = clock
         self._shared = shared
         self._copy = copy
-        self._ttl = ttl
         self._store = Store(max_entries, refresh_after)
+        self._ttl = ttl  # the default of a load, and of a set
         self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
         self._flights = Group()
         self._counts = Counters()
