@@ -60,16 +60,13 @@ part of the key.
 
 from __future__ import annotations
 
-import importlib as _importlib
-
 from ._core import WorkingMemory
+from ._core.lazy import lazily as _lazily
 from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
-    from typing import Any
-
     from ._core.stats import CacheStats
 
 __all__ = [
@@ -100,13 +97,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = _lazily(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:
