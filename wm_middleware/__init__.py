@@ -31,9 +31,9 @@ Or without monkeypatching: ``cached = wm_middleware.wrap(client)`` is a cached c
 generation's client; ``client`` stays uncached. Every option of ``instrument()`` and ``wrap()`` is
 keyword-only; a setting not passed comes from its ``WM_MIDDLEWARE_*`` variable, else its default
 (``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``store_id``, ``freshness``,
-``settle_interval``, ``settle_max``, ``openinference``, ``trace_hits``, ``httpx``: the table is in
-docs/configuration.md). ``instrument()`` imports no client library: each is patched when the
-application imports it.
+``settle_interval``, ``settle_max``, ``openinference``, ``trace_hits``, ``httpx``, ``semantic``:
+the table is in docs/configuration.md). ``instrument()`` imports no client library: each is
+patched when the application imports it.
 
 Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
 variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
@@ -48,6 +48,8 @@ Loaded on first use, so that what they depend on is imported only when needed:
 * ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra);
 * ``WorkingMemoryInstrumentor``: the ``opentelemetry-instrument`` loader's entry point (its base
   class's module imports packaging and importlib.metadata);
+* ``SemanticReuse``: the near-duplicate shadow mode's configuration (``semantic=``; see
+  :mod:`wm_middleware.semantic`);
 * ``CacheStats``: what ``WorkingMemory.stats()`` returns (a dataclass: :mod:`dataclasses` is
   imported by the first ``stats()``, not at start-up).
 
@@ -77,6 +79,7 @@ __all__ = [
     "CacheStats",
     "CachingTransport",
     "RedisTier",
+    "SemanticReuse",
     "WorkingMemory",
     "WorkingMemoryInstrumentor",
     "__version__",
@@ -95,6 +98,7 @@ _LAZY = {
     "CacheStats": "._core.stats",
     "CachingTransport": "._adapters.httpx_transport",
     "RedisTier": "._redis",
+    "SemanticReuse": ".semantic",
     "WorkingMemoryInstrumentor": "._loader",
     "configure_otlp": "._telemetry.otlp",
 }
