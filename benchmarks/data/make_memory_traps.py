@@ -169,6 +169,10 @@ RETYPED = [
 ]
 
 
+def row(kind: str, number: int, a: str, b: str, same_answer: bool) -> dict[str, object]:
+    return {"id": f"{kind}-{number:03d}", "kind": kind, "a": a, "b": b, "same_answer": same_answer}
+
+
 def rows() -> list[dict[str, object]]:
     found: list[dict[str, object]] = []
     for kind, templates in KINDS.items():
@@ -177,27 +181,13 @@ def rows() -> list[dict[str, object]]:
             for first, second in pairs:
                 for a, b in ((first, second), (second, first)):
                     found.append(
-                        {
-                            "id": f"{kind}-{next(number):03d}",
-                            "kind": kind,
-                            "a": template.format(a),
-                            "b": template.format(b),
-                            "same_answer": False,
-                        }
+                        row(kind, next(number), template.format(a), template.format(b), False)
                     )
     number = itertools.count(1)
     for query in REPEATS:
         for shape in RETYPED:
             retyped = shape.format(query, cap=query[:1].upper() + query[1:], upper=query.upper())
-            found.append(
-                {
-                    "id": f"near_repeat-{next(number):03d}",
-                    "kind": "near_repeat",
-                    "a": query,
-                    "b": retyped,
-                    "same_answer": True,
-                }
-            )
+            found.append(row("near_repeat", next(number), query, retyped, True))
     return found
 
 

@@ -28,7 +28,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Hashable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import _logs
 from .._telemetry.names import (
@@ -52,46 +52,32 @@ __all__ = ["Pending", "Shadow", "Verdict"]
 _WORKERS: Final = 4  # embeddings running at once, hung ones included
 
 
-class _Record:
+class _Record(NamedTuple):
     """One cached query: its entry's key, words, vector and answer ids."""
 
-    __slots__ = ("ids", "key", "vector", "words")
-
-    def __init__(self, key: Hashable, words: Words, vector: Vector, ids: Any) -> None:
-        self.key = key
-        self.words = words
-        self.vector = vector
-        self.ids = ids
+    key: Hashable
+    words: Words
+    vector: Vector
+    ids: tuple[str, ...] | None
 
 
-class Pending:
+class Pending(NamedTuple):
     """A miss's shadow work between its fetch's start and end."""
 
-    __slots__ = ("key", "partition", "query", "vector")
-
-    def __init__(self, key: Hashable, partition: Hashable, query: str, vector: Future[Any]):
-        self.key = key
-        self.partition = partition
-        self.query = query
-        self.vector = vector
+    key: Hashable
+    partition: Hashable
+    query: str
+    vector: Future[Any]
 
 
-class Verdict:
-    """What a miss's comparison found (``similarity`` of the candidate, else of the nearest)."""
+class Verdict(NamedTuple):
+    """What a miss's comparison found (``similarity`` of the candidate, else of the nearest;
+    ``near``: the candidate's query text)."""
 
-    __slots__ = ("near", "similarity", "verdict", "veto")
-
-    def __init__(
-        self,
-        verdict: str,
-        similarity: float | None = None,
-        veto: str | None = None,
-        near: str | None = None,
-    ) -> None:
-        self.verdict = verdict
-        self.similarity = similarity
-        self.veto = veto
-        self.near = near  # the candidate's query text
+    verdict: str
+    similarity: float | None = None
+    veto: str | None = None
+    near: str | None = None
 
 
 class Shadow:
