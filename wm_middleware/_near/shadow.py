@@ -99,6 +99,14 @@ class Shadow:
         self._running = 0
         self._logged = False
         self._counter: Any = None
+        try:  # telemetry never breaks a call, nor the instrument() that makes this
+            self._counter = telemetry.instruments.meter.create_counter(
+                NEAR_COMPARISONS,
+                unit="{miss}",
+                description="Misses compared with a near-duplicate cached query, by verdict.",
+            )
+        except Exception:
+            pass
 
     def __len__(self) -> int:
         """Cached queries indexed now."""
@@ -270,7 +278,8 @@ class Shadow:
         try:
             if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see _failed
                 self._memory.count_near(verdict.verdict)
-            self._count(verdict.verdict)
+            if self._counter is not None:
+                self._counter.add(1, {NEAR_VERDICT: verdict.verdict})
             span = observation.span
             if span is None or not span.is_recording():
                 return
@@ -284,15 +293,6 @@ class Shadow:
             span.set_attributes(attributes)
         except Exception:  # telemetry never breaks a call
             pass
-
-    def _count(self, verdict: str) -> None:
-        if self._counter is None:
-            self._counter = self._telemetry.instruments.meter.create_counter(
-                NEAR_COMPARISONS,
-                unit="{miss}",
-                description="Misses compared with a near-duplicate cached query, by verdict.",
-            )
-        self._counter.add(1, {NEAR_VERDICT: verdict})
 
     def _failed(self, error: BaseException) -> None:
         """Count an error of the shadow work; log the first (its type only: no query text)."""
