@@ -240,14 +240,17 @@ class Shadow:
         """The records of the miss's partition whose entries are live (others are dropped)."""
         with self._lock:
             records = list(self._partitions.get(pending.partition, {}).values())
-        memory = self._memory
-        others = [record for record in records if record.key != pending.key]
-        live = [record for record in others if memory.holds(record.key)]
-        dead = [record.key for record in others if not memory.holds(record.key)]
+        live: list[_Record] = []
+        dead: list[_Record] = []
+        for record in records:
+            if record.key != pending.key:
+                (live if self._memory.holds(record.key) else dead).append(record)
         if dead:
             with self._lock:
-                for key in dead:
-                    self._drop(key)
+                for record in dead:
+                    current = self._partitions.get(pending.partition, {}).get(record.key)
+                    if current is record:  # not one indexed again since
+                        self._drop(record.key)
         return live
 
     def _add(self, record: _Record, partition: Hashable) -> None:
