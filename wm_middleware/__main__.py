@@ -190,6 +190,14 @@ _DEMO = _Command(
             },
         ),
         (
+            "--semantic",
+            {
+                "choices": ["off", "shadow"],
+                "help": "shadow: the cached run compares each miss with the nearest cached query "
+                "and prints what serving near-duplicates would have saved and risked",
+            },
+        ),
+        (
             "--workers",
             {
                 "type": _positive_int,
@@ -431,6 +439,7 @@ def _demo(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms,
         api_key=args.api_key,
         base_url=args.base_url,
+        semantic=args.semantic,
         **indexing,
         **export,
     )
@@ -488,6 +497,10 @@ def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: A
             out.print(seen)
         out.print()
         out.print(waterfall(result, out))
+        if args.semantic == "shadow":
+            from .semantic import report
+
+            out.print(f"near-duplicates, cached run: {report(result.cached.stats)}")
     if args.html:
         progress_console.print(f"[dim]HTML report written to {args.html}[/dim]")
 
