@@ -18,7 +18,8 @@ Two data sets of (cached query, new query) pairs, each pair in one partition:
   ``benchmarks/data/make_memory_traps.py``): 384 memory-search traps (entity, number/date,
   negation, scope, tense, another user) and 80 near-repeats of memory queries.
 
-Each configuration is a row: the default lexical form (``SemanticReuse()``); with ``--embed
+Each configuration is a row: a plain form (NFKC, case folded, punctuation stripped: the
+baseline), the default lexical form (``SemanticReuse()``); with ``--embed
 module:function`` (any embedder you installed: a list of texts in, vectors out) the same
 embedder at ``--min-similarity`` with the vetoes and without them. Columns: near-repeats and
 paraphrases found, traps matched, and the one-sided Clopper-Pearson 95% upper bound on the
@@ -31,6 +32,7 @@ import argparse
 import importlib
 import json
 import sys
+import unicodedata
 import zipfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -39,11 +41,28 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run from a checkout
 
-from wm_middleware.semantic import SemanticReuse, upper_bound, would_reuse
+from wm_middleware.semantic import NearMatch, SemanticReuse, upper_bound, would_reuse
 
 TRAPS_FILE = Path(__file__).with_name("data") / "memory_traps.jsonl"
 FOW_PAIRS = "fow_cache/data/pairs.jsonl"
 FINDS = {"near_repeat", "paraphrase"}  # fow-cache categories of pairs that should match
+
+Decide = Callable[[str, str], NearMatch]
+
+
+def plain_form(text: str) -> str:
+    """The baseline: NFKC, case folded, punctuation stripped, spaces folded; nothing more."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    return " ".join("".join(c for c in folded if c.isalnum() or c.isspace()).split())
+
+
+def plain(a: str, b: str) -> NearMatch:
+    same = plain_form(a) == plain_form(b)
+    return NearMatch(same, 1.0 if same else 0.0, None)
+
+
+def reusing(semantic: SemanticReuse) -> Decide:
+    return lambda a, b: would_reuse(a, b, semantic=semantic)
 
 
 def fow_pairs(where: Path | None) -> list[dict[str, Any]]:
@@ -101,10 +120,10 @@ class Score:
         self.traps: Counter[str] = Counter()  # kind -> traps
         self.vetoes: Counter[str] = Counter()  # veto -> pairs it refused
 
-    def add(self, pair: dict[str, Any], semantic: SemanticReuse) -> None:
+    def add(self, pair: dict[str, Any], decide: Decide) -> None:
         kind = str(pair.get("kind") or pair.get("category"))
         should = bool(pair["same_answer"]) and not pair.get("ambiguous")
-        verdict = would_reuse(pair["a"], pair["b"], semantic=semantic)
+        verdict = decide(pair["a"], pair["b"])
         if verdict.veto is not None:
             self.vetoes[verdict.veto] += 1
         if should:
@@ -121,32 +140,25 @@ class Score:
         return [*finds, f"{matched}/{traps}", f"{bound:.2%}"]
 
 
-def scored(pairs: Iterable[dict[str, Any]], semantic: SemanticReuse) -> Score:
+def scored(pairs: Iterable[dict[str, Any]], decide: Decide) -> Score:
     score = Score()
     for pair in pairs:
-        score.add(pair, semantic)
+        score.add(pair, decide)
     return score
 
 
-def configurations(
-    arguments: argparse.Namespace, texts: Sequence[str]
-) -> list[tuple[str, SemanticReuse]]:
-    found = [("lexical form (default)", SemanticReuse())]
+def configurations(arguments: argparse.Namespace, texts: Sequence[str]) -> list[tuple[str, Decide]]:
+    found = [
+        ("plain form (baseline)", plain),
+        ("lexical form (default)", reusing(SemanticReuse())),
+    ]
     if arguments.embed:
         embed = embedder(arguments.embed, texts)
         similarity = arguments.min_similarity
-        found.append(
-            (
-                f"{arguments.embed} >= {similarity}",
-                SemanticReuse(embed=embed, min_similarity=similarity),
-            )
-        )
-        found.append(
-            (
-                f"{arguments.embed} >= {similarity}, no vetoes",
-                SemanticReuse(embed=embed, min_similarity=similarity, vetoes=()),
-            )
-        )
+        vetoed = SemanticReuse(embed=embed, min_similarity=similarity)
+        bare = SemanticReuse(embed=embed, min_similarity=similarity, vetoes=())
+        found.append((f"{arguments.embed} >= {similarity}", reusing(vetoed)))
+        found.append((f"{arguments.embed} >= {similarity}, no vetoes", reusing(bare)))
     return found
 
 
@@ -162,9 +174,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     print("|---|---|---|---|---|---|")
     vetoes: dict[str, Counter[str]] = {}
     texts = [pair[side] for pairs in data.values() for pair in pairs for side in ("a", "b")]
-    for label, semantic in configurations(arguments, texts):
+    for label, decide in configurations(arguments, texts):
         for name, pairs in data.items():
-            score = scored(pairs, semantic)
+            score = scored(pairs, decide)
             cells = score.cells()
             if len(cells) == 3:  # the memory traps have near-repeats only
                 cells.insert(1, "-")
