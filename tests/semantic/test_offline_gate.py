@@ -158,3 +158,27 @@ def test_the_report_line_says_what_serving_would_have_saved_and_risked() -> None
     assert line.startswith("of 120 misses, 31 had a candidate: 30 agreed, 1 disagreed")
     assert f"{upper_bound(1, 31):.1%}" in line
     assert "25.0% of misses" in line
+
+
+@pytest.mark.parametrize(
+    ("path", "field"), [("/v4/search", "q"), ("/v3/search", "q"), ("/ns/user-1/search", "query")]
+)
+def test_the_httpx_transport_keys_have_a_partition_without_the_query(path: str, field: str) -> None:
+    import httpx
+
+    from wm_middleware._adapters.httpx_transport import describe
+    from wm_middleware._near.answers import partition_of
+
+    def partition(body: dict[str, object], key: str = "sk-a") -> object:
+        request = httpx.Request(
+            "POST", f"https://api.example{path}", json=body, headers={"x-api-key": key}
+        )
+        spec = describe(request)
+        assert spec is not None
+        return partition_of(spec.key, spec.query)  # type: ignore[union-attr]
+
+    tea = partition({field: "green tea", "limit": 5})
+    assert tea is not None
+    assert partition({field: "coffee", "limit": 5}) == tea
+    assert partition({field: "coffee", "limit": 6}) != tea
+    assert partition({field: "coffee", "limit": 5}, key="sk-b") != tea
