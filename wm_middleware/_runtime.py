@@ -20,11 +20,15 @@ from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
 from ._freshness import Follow, Freshness
 from ._telemetry import ReadObservation, Telemetry
+
+if TYPE_CHECKING:
+    from ._near.shadow import Shadow
+    from .semantic import SemanticReuse
 
 __all__ = ["Read", "Runtime", "Write", "handled_outside"]
 
@@ -155,6 +159,8 @@ class Runtime:
             while a write of it is pending.
         settle_max: the longest a scope settles after a write, in seconds; normal caching
             resumes after it even if the documents never finish.
+        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`): each miss is
+            compared with the nearest cached query of its partition; ``None``: off.
 
     Raises:
         ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
@@ -164,7 +170,7 @@ class Runtime:
     the application set itself is left in place.
     """
 
-    __slots__ = ("_refreshes", "cache", "freshness", "memory", "telemetry")
+    __slots__ = ("_refreshes", "cache", "freshness", "memory", "near", "telemetry")
 
     def __init__(
         self,
@@ -175,6 +181,7 @@ class Runtime:
         freshness: bool = True,
         settle_interval: float = 1.0,
         settle_max: float = 60.0,
+        semantic: SemanticReuse | None = None,
     ):
         self.freshness = Freshness(
             memory, telemetry, enabled=freshness, interval=settle_interval, settle_max=settle_max
@@ -183,6 +190,11 @@ class Runtime:
         self._refreshes = memory.refresh_after is not None  # fixed for a memory's life
         self.telemetry = telemetry
         self.cache = cache
+        self.near: Shadow | None = None
+        if semantic is not None:
+            from ._near.shadow import Shadow  # only with the shadow mode on
+
+            self.near = Shadow(semantic, memory, telemetry)
         telemetry.watch(memory)
         _hear_tier(memory, telemetry)
 
@@ -202,13 +214,17 @@ class Runtime:
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        near = None if self.near is None else self.near.begin(read)  # only a miss gets here
         with _failing(observation):
             loaded = self.memory.load(
                 read.key,
                 observation.fetching(_encoded(read, fetch)),
                 **self._loading(observation, read),
             )
-        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+        value = read.decode(loaded.value)
+        if near is not None and self.near is not None:
+            self.near.finish(near, loaded.outcome, value, observation)
+        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
@@ -223,13 +239,17 @@ class Runtime:
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        near = None if self.near is None else self.near.begin(read)
         with _failing(observation):
             loaded = await self.memory.aload(
                 read.key,
                 observation.afetching(_aencoded(read, fetch)),
                 **self._loading(observation, read),
             )
-        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+        value = read.decode(loaded.value)
+        if near is not None and self.near is not None:
+            await self.near.afinish(near, loaded.outcome, value, observation)
+        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
 
     def _look_up(
         self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
@@ -273,13 +293,13 @@ class Runtime:
         return None
 
     @staticmethod
-    def _done(observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
-        """Decode a read that went past the lock-free lookup and finish its observation.
+    def _done(observation: ReadObservation, loaded: Loaded, value: Any) -> Any:
+        """Finish the observation of a read that went past the lock-free lookup, decoded as
+        ``value``.
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
         ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
-        value = read.decode(loaded.value)
         observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value
 
