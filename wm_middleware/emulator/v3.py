@@ -24,7 +24,7 @@ from .wire import (
     JSON,
     ApiError,
     Ctx,
-    batch_error,
+    add_batch,
     elapsed_ms,
     json_object,
     json_or_str_tags,
@@ -319,19 +319,13 @@ class V3Documents(Handlers):
 
     @route("POST", "/v3/documents/batch")
     def batch(self, ctx: Ctx) -> JSON:
-        body = ctx.data
-        items = body.get("documents")
-        if not isinstance(items, list):
-            raise ApiError.invalid(msg.NOT_AN_ARRAY.format(field="documents"))
-        defaults = {k: v for k, v in body.items() if k != "documents"}
-        results: list[JSON] = []
-        for raw in items:
-            item: Mapping[str, Any] = {"content": raw} if isinstance(raw, str) else to_dict(raw)
-            try:
-                results.append(write_result(self._add(ctx.tenant, item, defaults)))
-            except ApiError as exc:
-                results.append(batch_error(to_str(item.get("customId")) or "unknown", exc))
-        failed = sum(1 for r in results if r["status"] == "error")
+        defaults = {k: v for k, v in ctx.data.items() if k != "documents"}
+        results, failed = add_batch(
+            ctx.data,
+            lambda raw: {"content": raw} if isinstance(raw, str) else to_dict(raw),
+            lambda item: self._add(ctx.tenant, item, defaults),
+            "customId",
+        )
         return {"results": results, "success": len(results) - failed, "failed": failed}
 
     @route("POST", "/v3/documents/file")

@@ -24,7 +24,7 @@ from .wire import (
     JSON,
     ApiError,
     Ctx,
-    batch_error,
+    add_batch,
     elapsed_ms,
     json_object,
     paginate,
@@ -161,18 +161,10 @@ class V5Documents(Handlers):
 
     @route("POST", "/ns/{ns}/document/batch")
     def batch(self, ctx: Ctx) -> JSON:
-        body = ctx.data
-        items = body.get("documents")
-        if not isinstance(items, list):
-            raise ApiError.invalid(msg.NOT_AN_ARRAY.format(field="documents"))
-        results: list[JSON] = []
-        for raw in items:
-            item = to_dict(raw)
-            try:
-                results.append(write_result(self._add(ctx, item, to_str(body.get("taskType")))))
-            except ApiError as exc:
-                results.append(batch_error(to_str(item.get("id")) or "unknown", exc))
-        failed = sum(1 for r in results if r["status"] == "error")
+        task_type = to_str(ctx.data.get("taskType"))
+        results, failed = add_batch(
+            ctx.data, to_dict, lambda item: self._add(ctx, item, task_type), "id"
+        )
         return {"results": results, "count": len(results) - failed, "failed": failed}
 
     @route("DELETE", "/ns/{ns}/document")

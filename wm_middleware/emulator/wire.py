@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import mimetypes
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from email import policy
 from email.parser import BytesParser
@@ -22,7 +22,7 @@ from starlette.responses import JSONResponse, Response
 
 from . import _messages as msg
 from .store import Document
-from .values import JSON, loads, str_list
+from .values import JSON, loads, str_list, to_str
 
 __all__ = [
     "DEFAULT_LIMIT",
@@ -30,7 +30,7 @@ __all__ = [
     "ApiError",
     "Ctx",
     "Upload",
-    "batch_error",
+    "add_batch",
     "elapsed_ms",
     "error_response",
     "json_object",
@@ -113,9 +113,33 @@ def write_result(doc: Document) -> JSON:
     return {"id": doc.id, "status": doc.status}
 
 
-def batch_error(item_id: str, exc: ApiError) -> JSON:
-    """The result of one failed item of a batch add, both generations."""
-    return {"id": item_id, "status": "error", "error": exc.error, "details": exc.details}
+def add_batch(
+    body: Mapping[str, Any],
+    item_of: Callable[[Any], Mapping[str, Any]],
+    add: Callable[[Mapping[str, Any]], Document],
+    id_field: str,
+) -> tuple[list[JSON], int]:
+    """The results of a batch add, both generations, and how many of them failed.
+
+    Each entry of ``body["documents"]`` becomes an item by ``item_of`` and is written by ``add``;
+    an item that fails answers its error under its ``id_field`` (``"unknown"`` without one).
+    """
+    items = body.get("documents")
+    if not isinstance(items, list):
+        raise ApiError.invalid(msg.NOT_AN_ARRAY.format(field="documents"))
+    results: list[JSON] = []
+    failed = 0
+    for raw in items:
+        item = item_of(raw)
+        try:
+            results.append(write_result(add(item)))
+        except ApiError as exc:
+            item_id = to_str(item.get(id_field)) or "unknown"
+            results.append(
+                {"id": item_id, "status": "error", "error": exc.error, "details": exc.details}
+            )
+            failed += 1
+    return results, failed
 
 
 def elapsed_ms(start: float) -> int:
