@@ -16,17 +16,17 @@ see the mark and pass the call straight through, so nothing is cached or traced 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import Any, Final, TypeVar
 
-from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
-from ._freshness import Follow, Freshness
+from ._calls import Read, Write
+from ._core import MISSING, Loaded, WorkingMemory
+from ._freshness import Freshness
 from ._telemetry import ReadObservation, Telemetry
 
-__all__ = ["Read", "Runtime", "Write", "handled_outside"]
+__all__ = ["Runtime", "handled_outside"]
 
 T = TypeVar("T")
 
@@ -84,60 +84,10 @@ def _aencoded(read: Read, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], A
     return fetch_encoded
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
-def _no_count(value: Any) -> int | None:
-    return None
-
-
 # How a read is routed (see Runtime._route).
 _PASS: Final = object()
 _BYPASS: Final = object()
 _CACHE: Final = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """A cacheable read, as an adapter describes it."""
-
-    operation: str  # "search.memories", "profile", "search", ...
-    key: Hashable  # tenant + operation + canonical request
-    scopes: tuple[Hashable, ...]  # what writes may invalidate it by
-    server: tuple[str, int | None]
-    query: str | None = None  # only exported when content capture is switched on
-    encode: Callable[[Any], Any] = field(default=_same)
-    decode: Callable[[Any], Any] = field(default=_same)
-    count: Callable[[Any], int | None] = field(default=_no_count)
-    # How a snapshot (what ``encode`` made) crosses the shared tier; None: the tier's own rule.
-    share: SharedCodec | None = None
-    # The single-flight key: callers join a flight only when key and flight match; None: the key.
-    flight: Hashable | None = None
-    # The one record a read by id targets (``gen_ai.memory.record.id``), else None.
-    record_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """A write, and the scopes it invalidates once it is done (success or not)."""
-
-    operation: str
-    scopes: tuple[Hashable, ...]
-    server: tuple[str, int | None]
-    deletes: bool = False
-    # Records the write attempts (``gen_ai.memory.record.count``). With ``operation_name`` set,
-    # ``None`` means unknown; without it, one for a single-record write, else unknown (derived
-    # from ``operation``: the fallback until every adapter names its operation).
-    records: int | None = None
-    # The semconv operation: create_memory | update_memory | upsert_memory | delete_memory | ...;
-    # None: derived from ``operation`` and ``deletes``.
-    operation_name: str | None = None
-    # The one record an update or delete targets (``gen_ai.memory.record.id``), else None.
-    record_id: str | None = None
-    # How to follow the documents its answer names until they are indexed (``None``: it
-    # indexes nothing, e.g. a delete, which the API applies at once).
-    follow: Follow | None = None
 
 
 class Runtime:
@@ -292,7 +242,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], T],
         query: str | None = None,
-        count: Callable[[Any], int | None] = _no_count,
+        count: Callable[[Any], int | None] | None = None,
         read: Read | None = None,
     ) -> T:
         """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed.
@@ -313,7 +263,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], Awaitable[T]],
         query: str | None = None,
-        count: Callable[[Any], int | None] = _no_count,
+        count: Callable[[Any], int | None] | None = None,
         read: Read | None = None,
     ) -> T:
         """Async :meth:`bypass`."""
@@ -398,11 +348,13 @@ def _described(
     operation: str,
     server: tuple[str, int | None],
     query: str | None,
-    count: Callable[[Any], int | None],
+    count: Callable[[Any], int | None] | None,
 ) -> Read:
     """The :class:`Read` a bypass observes: the one given, else one built from its parts."""
     if read is not None:
         return read
+    if count is None:
+        return Read(operation, None, (), server, query)
     return Read(operation, None, (), server, query, count=count)
 
 

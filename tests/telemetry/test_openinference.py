@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from wm_middleware._settings import Settings
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, OPENINFERENCE_ENV, Telemetry
 
 from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime, make_write
@@ -98,7 +99,12 @@ def test_the_environment_variable_switches_it_on_and_a_bad_value_is_named(
 ) -> None:
     monkeypatch.setenv(OPENINFERENCE_ENV, "true")
     assert Telemetry(otel.tracer_provider).openinference is True
-    assert Telemetry(otel.tracer_provider, openinference=False).openinference is False
+    assert (
+        Telemetry(
+            otel.tracer_provider, None, Settings.resolve({"openinference": False})
+        ).openinference
+        is False
+    )
     monkeypatch.setenv(OPENINFERENCE_ENV, "maybe")
     with pytest.raises(ValueError, match=OPENINFERENCE_ENV):
         Telemetry(otel.tracer_provider)

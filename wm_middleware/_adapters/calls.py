@@ -9,9 +9,11 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
-from .._runtime import Read, Runtime, Write
+from .._api.routes import Match, attempted, record_id_of
+from .._calls import Follow, Read, Write
+from .._runtime import Runtime
 
-__all__ = ["Bypass", "asyncio_running", "run", "timeout_key"]
+__all__ = ["Bypass", "asyncio_running", "run", "timeout_key", "write_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,6 +23,33 @@ class Bypass:
     operation: str
     server: tuple[str, int | None]
     query: str | None
+
+
+def write_of(
+    found: Match,
+    scopes: tuple[Hashable, ...],
+    server: tuple[str, int | None],
+    body: object,
+    follow: Callable[[], Follow],
+    operation: str | None = None,
+) -> Write:
+    """The :class:`Write` of a call ``found`` at a write route: the row states its facts.
+
+    ``operation``: the SDK method's name when the route's is not it (3.x, by response type);
+    ``follow`` is called only for a write that indexes something (not for a delete).
+    """
+    route = found.route
+    assert route.semconv is not None, route  # every write row names its semconv operation
+    return Write(
+        route.operation if operation is None else operation,
+        scopes,
+        server,
+        route.deletes,
+        attempted(found, body),
+        operation_name=route.semconv,
+        record_id=record_id_of(found, body),
+        follow=None if route.deletes else follow(),
+    )
 
 
 def timeout_key(timeout: object) -> Hashable:

@@ -46,14 +46,14 @@ from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import httpx
 
-from .._api.routes import attempted, find_in, query_of, read_tags, record_id_of, written
+from .._api.routes import find_in, query_of, read_tags, written
 from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
+from .._calls import Follow, Read, Write
 from .._core import SharedCodec, WorkingMemory
-from .._freshness import Follow
-from .._runtime import Read, Runtime, Write, handled_outside
+from .._runtime import Runtime, handled_outside
 from .._telemetry import Telemetry
 from . import Patch
-from .calls import Bypass, asyncio_running, run
+from .calls import Bypass, asyncio_running, run, write_of
 
 __all__ = [
     "AsyncCachingTransport",
@@ -127,18 +127,12 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        follow = (
-            None if route.deletes else _follow(route.generation, route.template, request, origin)
-        )
-        return Write(
-            route.operation,
+        return write_of(
+            found,
             scopes,
             server,
-            route.deletes,
-            attempted(found, body),
-            operation_name=route.semconv,
-            record_id=record_id_of(found, body),
-            follow=follow,
+            body,
+            lambda: _follow(route.generation, route.template, request, origin),
         )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through

@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 from .._api.tenancy import canonical, read_scopes, server_of, tenant_of
+from .._calls import Read
 from .._core import SharedCodec
-from .._runtime import Read, Runtime
+from .._runtime import Runtime
 from . import Patch
 
 __all__ = ["patches", "wrap"]

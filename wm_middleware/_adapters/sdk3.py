@@ -36,19 +36,17 @@ from .._api.routes import (
     QUIET_METHODS,
     RESPONSE_OPERATIONS,
     Match,
-    attempted,
     find,
     query_of,
     read_tags,
-    record_id_of,
     written,
 )
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
+from .._calls import Follow, Read, Write
 from .._core import SharedCodec
-from .._freshness import Follow
-from .._runtime import Read, Runtime, Write, handled_outside
+from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, asyncio_running, run, timeout_key
+from .calls import Bypass, asyncio_running, run, timeout_key, write_of
 
 if TYPE_CHECKING:
     from . import Wrapper
@@ -288,16 +286,7 @@ def _write(
     scopes = written(found, client.tenant, body)
     if scopes is None:
         return None
-    return Write(
-        operation,
-        scopes,
-        client.server,
-        found.route.deletes,
-        attempted(found, body),
-        operation_name=found.route.semconv,
-        record_id=record_id_of(found, body),
-        follow=None if found.route.deletes else _follow(instance),
-    )
+    return write_of(found, scopes, client.server, body, lambda: _follow(instance), operation)
 
 
 def _cacheable(cast_to: Any, options: Any, kwargs: Mapping[str, Any]) -> bool:

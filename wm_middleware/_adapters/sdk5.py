@@ -33,19 +33,17 @@ import wrapt
 from .._api.routes import (
     QUIET_METHODS,
     Route,
-    attempted,
     find,
     query_of,
-    record_id_of,
     route_named,
     written,
 )
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
+from .._calls import Follow, Read
 from .._core import SharedCodec
-from .._freshness import Follow
-from .._runtime import Read, Runtime, Write, handled_outside
+from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, asyncio_running, run, timeout_key
+from .calls import Bypass, asyncio_running, run, timeout_key, write_of
 
 __all__ = ["patches", "wrap"]
 
@@ -376,23 +374,15 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     scopes = written(found, tenant, body, _query(kwargs))
     if scopes is None:
         return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
-    follow = None
-    if not route.deletes:
+
+    def follow() -> Follow:
         headers = {**instance.base_headers(), **(kwargs.get("headers") or {})}
         options = kwargs.get("request_options") or {}
         headers.update(options.get("additional_headers") or {})
         pairs = tuple((str(k), v) for k, v in headers.items() if isinstance(v, str))
-        follow = Follow(5, base_url, pairs, namespace=found.namespace)
-    return Write(
-        route.operation,
-        scopes,
-        server_of(base_url),
-        route.deletes,
-        attempted(found, body),
-        operation_name=route.semconv,
-        record_id=record_id_of(found, body),
-        follow=follow,
-    )
+        return Follow(5, base_url, pairs, namespace=found.namespace)
+
+    return write_of(found, scopes, server_of(base_url), body, follow)
 
 
 def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:
