@@ -19,12 +19,15 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._calls import Read, Write
 from ._core import MISSING, Loaded, WorkingMemory
 from ._freshness import Freshness
 from ._telemetry import ReadObservation, Telemetry
+
+if TYPE_CHECKING:
+    from anyio.lowlevel import EventLoopToken
 
 __all__ = ["Runtime", "handled_outside"]
 
@@ -161,7 +164,11 @@ class Runtime:
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
-        """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
+        """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory).
+
+        Under another event loop than asyncio (trio, through anyio) a miss loads in a worker
+        thread (see :func:`_load_elsewhere`), so concurrent callers share one fetch there too.
+        """
         route = self._route()
         if route is _PASS:
             return await fetch()
@@ -169,6 +176,8 @@ class Runtime:
             return await self.abypass(
                 read.operation, read.server, fetch, read.query, read.count, read
             )
+        if not asyncio_running():
+            return await self._aread_elsewhere(read, fetch)  # type: ignore[no-any-return]
         refresh = _aencoded(read, fetch) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
@@ -180,6 +189,23 @@ class Runtime:
                 **self._loading(observation, read),
             )
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+
+    async def _aread_elsewhere(self, read: Read, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`aread` under an event loop that is not asyncio: the lookup here, the load (and
+        a refresh) in a thread, each fetch back on the caller's loop."""
+        import anyio.lowlevel
+
+        token = anyio.lowlevel.current_token()
+        refresh = _on_loop(_aencoded(read, fetch), token) if self._refreshes else None
+        observation, value = self._look_up(read, refresh, is_async=False)
+        if value is not MISSING:
+            return value
+        fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
+        with _failing(observation):
+            loaded = await _load_elsewhere(
+                lambda: self.memory.load(read.key, fetch_here, **self._loading(observation, read))
+            )
+        return self._done(observation, read, loaded)
 
     def _look_up(
         self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
@@ -331,6 +357,55 @@ class Runtime:
         finally:
             _HANDLING.reset(token)
             observation.finish(self.memory.invalidate_scope(*write.scopes), error)
+
+
+def asyncio_running() -> bool:
+    """True when the calling coroutine runs under asyncio, whose loop the memory waits on.
+
+    Under another loop (trio: the 3.x async client runs on anyio) a miss loads in a worker thread
+    instead (see :meth:`Runtime.aread`). ``sniffio`` (which anyio and httpx bring) names the
+    library; without it, a running asyncio loop decides.
+    """
+    try:
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        return asyncio.events._get_running_loop() is not None
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
+def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Callable[[], Any]:
+    """``fetch`` as a call a worker thread makes: it runs on the loop of ``token`` (anyio's)."""
+    import anyio.from_thread
+
+    async def fetch_there() -> Any:
+        return await fetch()
+
+    def call() -> Any:
+        try:
+            return anyio.from_thread.run(fetch_there, token=token)
+        except Exception:
+            raise
+        except BaseException as error:  # the loop's own cancellation: it is ending
+            raise RuntimeError("the event loop of this read has ended") from error
+
+    return call
+
+
+async def _load_elsewhere(load: Callable[[], Loaded]) -> Loaded:
+    """Run ``load`` in a worker thread of the caller's loop (anyio's, so trio's too).
+
+    There it leads or joins the key's flight like any thread: callers on that loop, threads and
+    asyncio tasks share one fetch. The caller waits for its thread even when cancelled (the
+    fetch it may lead serves the others).
+    """
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(load)
 
 
 @contextmanager

@@ -13,7 +13,7 @@ from .._api.routes import Match, attempted, record_id_of
 from .._calls import Follow, Read, Write
 from .._runtime import Runtime
 
-__all__ = ["Bypass", "asyncio_running", "run", "timeout_key", "write_of"]
+__all__ = ["Bypass", "run", "timeout_key", "write_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,25 +60,6 @@ def timeout_key(timeout: object) -> Hashable:
     if hasattr(timeout, "read") and hasattr(timeout, "connect"):
         return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
     return repr(timeout)
-
-
-def asyncio_running() -> bool:
-    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
-
-    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
-    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
-    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
-    """
-    try:
-        import sniffio
-    except ImportError:
-        import asyncio
-
-        return asyncio.events._get_running_loop() is not None
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
 
 
 def run(

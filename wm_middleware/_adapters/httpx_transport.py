@@ -53,7 +53,7 @@ from .._core import SharedCodec, WorkingMemory
 from .._runtime import Runtime, handled_outside
 from .._telemetry import Telemetry
 from . import Patch
-from .calls import Bypass, asyncio_running, run, write_of
+from .calls import Bypass, run, write_of
 
 __all__ = [
     "AsyncCachingTransport",
@@ -367,8 +367,6 @@ async def _ahandle(
         return await send()
     if isinstance(call, Write):
         return await runtime.awrite(call, lambda: _aread(send()))
-    if not asyncio_running():  # trio or another loop: observed, never cached
-        return await runtime.abypass(call.operation, call.server, send, call.query)
     try:
         return cast(httpx.Response, await runtime.aread(_read_of(call, request, replay), fetch))
     except _ErrorStatus as error:

@@ -46,7 +46,7 @@ from .._calls import Follow, Read, Write
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, asyncio_running, run, timeout_key, write_of
+from .calls import Bypass, run, timeout_key, write_of
 
 if TYPE_CHECKING:
     from . import Wrapper
@@ -421,11 +421,7 @@ def _classify(
     instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], is_async: bool
 ) -> Action:
     try:
-        action = _describe(instance, args, kwargs)
-        if is_async and isinstance(action, Read) and not asyncio_running():
-            # trio (the async client runs on anyio): observed, never cached (see asyncio_running)
-            return Bypass(action.operation, action.server, action.query)
-        return action
+        return _describe(instance, args, kwargs)
     except Exception:  # an unforeseen shape: pass it through rather than fail the caller
         logger.debug("wm_middleware: could not classify a supermemory request", exc_info=True)
         return None

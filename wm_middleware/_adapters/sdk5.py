@@ -43,7 +43,7 @@ from .._calls import Follow, Read
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, asyncio_running, run, timeout_key, write_of
+from .calls import Bypass, run, timeout_key, write_of
 
 __all__ = ["patches", "wrap"]
 
@@ -302,10 +302,6 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
             read = None
         if read is None:
             return await wrapped(*args, **kwargs)
-        if not asyncio_running():  # trio or another loop: observed, never cached
-            return await runtime.abypass(
-                read.operation, read.server, lambda: wrapped(*args, **kwargs), read.query
-            )
 
         async def fetch() -> Any:
             try:
