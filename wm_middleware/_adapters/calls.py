@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from .._api.routes import Match, attempted, record_id_of
 from .._calls import Follow, Read, Write
 from .._runtime import Runtime
 
-__all__ = ["Bypass", "run", "timeout_key", "write_of"]
+__all__ = ["Bypass", "memo_key_of", "remember", "run", "timeout_key", "write_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,3 +76,49 @@ def run(
         return runtime.awrite(action, call) if is_async else runtime.write(action, call)
     bypass = runtime.abypass if is_async else runtime.bypass
     return bypass(action.operation, action.server, call, action.query)
+
+
+# -- the memo of a client's plain reads: a repeat skips route matching and key building ---------
+MEMO_ENTRIES: Final = 256  # per client
+_MEMO_TEXT: Final = 2048  # characters of request text a memoised request may carry
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def memo_key_of(head: tuple[Hashable, ...], data: object) -> Hashable | None:
+    """An exact, type-aware key of ``head`` (what names the call) and a small flat ``data`` dict
+    (its body or arguments); ``None`` for any other ``data``.
+
+    Types are part of it: ``1``, ``1.0`` and ``True`` are equal in Python, not on the wire.
+    """
+    if type(data) is not dict:
+        return None
+    values = tuple(data.values())
+    kinds = tuple(map(type, values))
+    if _SCALARS.issuperset(kinds):  # the common body: str, int, float, bool and None only
+        if kinds.count(str) == len(kinds):
+            text = sum(map(len, values))
+        else:
+            text = sum(len(value) for value in values if type(value) is str)
+        if text > _MEMO_TEXT:
+            return None
+        return (*head, tuple(data), values, kinds)
+    items: list[Hashable] = list(head)
+    text = 0
+    for name, value in data.items():
+        kind = type(value)
+        if kind in _SCALARS:
+            items.append((name, kind, value))
+            text += len(value) if kind is str else 0
+        elif kind is list and all(type(item) is str for item in value):
+            items.append((name, kind, tuple(value)))
+            text += sum(map(len, value))
+        else:
+            return None
+    return tuple(items) if text <= _MEMO_TEXT else None
+
+
+def remember(memo: dict[Hashable, Read], key: Hashable, read: Read) -> None:
+    """Keep ``read`` in a client's ``memo`` under ``key``, at most :data:`MEMO_ENTRIES` of them."""
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = read

@@ -46,7 +46,7 @@ from .._calls import Follow, Read, Write
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, run, timeout_key, write_of
+from .calls import Bypass, memo_key_of, remember, run, timeout_key, write_of
 
 if TYPE_CHECKING:
     from . import Wrapper
@@ -253,7 +253,9 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         return None
     client = _client(instance)
     plain = _is_plain(options, kwargs)
-    memo_key = _memo_key(cast_to, options.method, options.url, options.json_data) if plain else None
+    memo_key = (
+        memo_key_of((cast_to, options.method, options.url), options.json_data) if plain else None
+    )
     if memo_key is not None:
         read = client.reads.get(memo_key)
         if read is not None:
@@ -274,9 +276,7 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         return Bypass(operation, client.server, query_of(found, body))
     read = _read(found, operation, client, cast_to, options, body)
     if memo_key is not None:
-        if len(client.reads) >= _MEMO_ENTRIES:
-            client.reads.clear()
-        client.reads[memo_key] = read
+        remember(client.reads, memo_key, read)
     return read
 
 
@@ -347,43 +347,6 @@ def _follow(instance: Any) -> Follow:
     """How the freshness runtime asks about this client's documents: its URL and headers."""
     headers = tuple((k, v) for k, v in instance.default_headers.items() if isinstance(v, str))
     return Follow(3, str(instance.base_url), headers)
-
-
-_MEMO_ENTRIES: Final = 256  # per client
-_MEMO_TEXT: Final = 2048  # characters of body text a memoised request may carry
-_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-
-
-def _memo_key(cast_to: Any, method: object, url: object, data: object) -> Hashable | None:
-    """An exact, type-aware key of a request with a small flat JSON body, else ``None``.
-
-    Types are part of it: ``1``, ``1.0`` and ``True`` are equal in Python, not on the wire.
-    """
-    if type(data) is not dict:
-        return None
-    values = tuple(data.values())
-    kinds = tuple(map(type, values))
-    if _SCALARS.issuperset(kinds):  # the common body: str, int, float, bool and None only
-        if kinds.count(str) == len(kinds):
-            text = sum(map(len, values))
-        else:
-            text = sum(len(value) for value in values if type(value) is str)
-        if text > _MEMO_TEXT:
-            return None
-        return (cast_to, method, url, tuple(data), values, kinds)
-    items: list[Hashable] = [cast_to, method, url]
-    text = 0
-    for name, value in data.items():
-        kind = type(value)
-        if kind in _SCALARS:
-            items.append((name, kind, value))
-            text += len(value) if kind is str else 0
-        elif kind is list and all(type(item) is str for item in value):
-            items.append((name, kind, tuple(value)))
-            text += sum(map(len, value))
-        else:
-            return None
-    return tuple(items) if text <= _MEMO_TEXT else None
 
 
 _NOT_GIVEN_TYPES: tuple[type, ...] | None = None
