@@ -42,11 +42,12 @@ import json
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import cache, partial
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import httpx
 
-from .._api.routes import find_in, query_of, read_tags, written
+from .._api.routes import Route, find_in, query_of, read_tags, written
 from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
 from .._calls import Follow, Read, Write
 from .._core import SharedCodec, WorkingMemory
@@ -70,7 +71,7 @@ _Inner = TypeVar("_Inner", httpx.BaseTransport, httpx.AsyncBaseTransport)
 # -- describing a request ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _ReadSpec:
-    operation: str
+    route: Route
     key: Hashable
     scopes: tuple[Hashable, ...]
     server: tuple[str, int | None]
@@ -142,7 +143,7 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
     query = query_of(found, body)
     scopes = read_scopes(tenant, read_tags(found, body), query)
     flight = canonical(request.extensions.get("timeout"))
-    return _ReadSpec(route.operation, key, scopes, server, query, flight)
+    return _ReadSpec(route, key, scopes, server, query, flight)
 
 
 def _follow(
@@ -213,7 +214,7 @@ def _checked(response: httpx.Response) -> _Stored:
     stored = _snapshot(response)
     if not 200 <= stored.status < 300:
         raise _ErrorStatus(stored)
-    return replace(stored, records=_records(stored.content))
+    return stored
 
 
 def _replay(stored: _Stored, request: httpx.Request) -> httpx.Response:
@@ -239,18 +240,6 @@ def _replay_sent(stored: _Stored, request: httpx.Request) -> httpx.Response:
     response.read()
     response.elapsed = timedelta(0)  # no time was spent on the wire
     return response
-
-
-def _records(content: bytes) -> int | None:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if isinstance(data, dict):
-        for name in ("results", "memories", "documents"):
-            if isinstance(data.get(name), list):
-                return len(data[name])
-    return None
 
 
 # Headers of a stored answer that other processes get: what the body means, nothing of the
@@ -294,11 +283,18 @@ def _unshare(data: Any) -> _Stored:
         content,
         version.encode("ascii") if isinstance(version, str) else None,
         None,
-        _records(content),
     )
 
 
-_SHARED: Final = SharedCodec(_share, _unshare)
+def _counted(route: Route, stored: _Stored) -> _Stored:
+    """``stored`` with the records its body holds, by the route's rule."""
+    return replace(stored, records=route.records_in(_json(stored.content)))
+
+
+@cache  # one per read route
+def _shared_codec(route: Route) -> SharedCodec:
+    """How an answer of ``route`` crosses the shared tier; its records counted on arrival."""
+    return SharedCodec(_share, lambda data: _counted(route, _unshare(data)))
 
 
 Replay = Callable[[_Stored, httpx.Request], httpx.Response]
@@ -313,14 +309,15 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
         return replay(stored, request)
 
     return Read(
-        spec.operation,
+        spec.route.operation,
         spec.key,
         spec.scopes,
         spec.server,
         spec.query,
+        encode=partial(_counted, spec.route),  # a fetched answer, counted once
         decode=decode,
         count=lambda response: records[0],
-        share=_SHARED,
+        share=_shared_codec(spec.route),
         flight=spec.flight,
     )
 
@@ -490,7 +487,7 @@ def _plan(
     except Exception:  # never fail a request for our own reasons
         return None, None
     if isinstance(call, _ReadSpec):
-        return request, Bypass(call.operation, call.server, call.query)
+        return request, Bypass(call.route.operation, call.server, call.query)
     return request, None
 
 

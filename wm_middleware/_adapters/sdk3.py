@@ -102,23 +102,6 @@ def _safe_headers(headers: object) -> dict[str, str] | None:
     return safe
 
 
-def _count(value: Any) -> int | None:
-    """``gen_ai.memory.record.count`` of a read's result."""
-    for name in ("results", "memories"):
-        records = getattr(value, name, None)
-        if isinstance(records, list):
-            return len(records)
-    found = getattr(value, "search_results", None)
-    if found is not None:
-        records = getattr(found, "results", None)
-        if isinstance(records, list):
-            return len(records)
-    profile = getattr(value, "profile", None)
-    if profile is not None:
-        return sum(len(getattr(profile, name, None) or ()) for name in ("static", "dynamic"))
-    return None
-
-
 def _encode(value: Any) -> bytes:
     """An immutable snapshot of the parsed response: the SDK's own model, pickled.
 
@@ -337,7 +320,7 @@ def _read(
         query,
         encode=_encode,
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
-        count=_count,
+        count=found.route.records_in,
         share=_shared_codec(cast_to),
         flight=_flight(client, options),
     )

@@ -167,21 +167,6 @@ def _shared_codec(operation: str) -> SharedCodec | None:
     return SharedCodec(dump, load)
 
 
-def _count(value: Any) -> int | None:
-    try:
-        results = getattr(value, "results", None)
-        if results is not None:
-            return len(results)
-        profile = getattr(value, "profile", None)
-        if profile is not None:
-            return len(profile.static or ()) + len(profile.dynamic or ())
-        return sum(
-            len(getattr(value, name, None) or ()) for name in ("documents", "chunks", "memories")
-        )
-    except Exception:
-        return None
-
-
 # -- reads at the model level ---------------------------------------------------------------------
 class _Client:
     """What a client contributes to each of its reads, computed once per client state.
@@ -299,7 +284,7 @@ def _read_of(
         query=query,
         encode=_encode,
         decode=_decode,
-        count=_count,
+        count=route.records_in,
         share=_shared_codec(operation),
         flight=_flight(client.retries, client.timeout, options) if options else client.flight,
     )
