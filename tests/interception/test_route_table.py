@@ -25,7 +25,7 @@ from wm_middleware._api.routes import (
     record_id_of,
     route_named,
 )
-from wm_middleware._api.tenancy import TenantScope, read_scopes, tenant_of, write_scopes
+from wm_middleware._api.tenancy import TenantScope, read_scopes, server_of, tenant_of, write_scopes
 from wm_middleware.emulator.app import api_routes
 
 # Routes of the real API the emulator does not serve: third-party OAuth connections and the
@@ -226,3 +226,10 @@ def test_an_answer_is_counted_by_its_route_as_json_and_as_a_model_alike() -> Non
     assert listed.records_in({"documents": [{}], "memories": [{}, {}]}) == 3
     assert listed.records_in({"total": 0}) is None
     assert route_named(3, "search.memories").records_in("not json") is None
+
+
+def test_server_of_reads_the_address_and_the_port_the_scheme_implies() -> None:
+    assert server_of("https://api.supermemory.ai") == ("api.supermemory.ai", 443)
+    assert server_of("http://127.0.0.1:8123/api/") == ("127.0.0.1", 8123)
+    assert server_of("http://localhost") == ("localhost", 80)
+    assert server_of("::not a url::") == ("", None)

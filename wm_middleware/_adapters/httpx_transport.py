@@ -217,6 +217,34 @@ def _checked(response: httpx.Response) -> _Stored:
     return stored
 
 
+def _fetched(send: Callable[[], httpx.Response]) -> Callable[[], _Stored]:
+    """The fetch of a read: ``send``, its answer read in full and closed, then checked."""
+
+    def fetch() -> _Stored:
+        response = send()
+        try:
+            response.read()
+        finally:
+            response.close()
+        return _checked(response)
+
+    return fetch
+
+
+def _afetched(send: Callable[[], Awaitable[httpx.Response]]) -> Callable[[], Awaitable[_Stored]]:
+    """Async :func:`_fetched`."""
+
+    async def fetch() -> _Stored:
+        response = await send()
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return _checked(response)
+
+    return fetch
+
+
 def _replay(stored: _Stored, request: httpx.Request) -> httpx.Response:
     """A fresh, unread response for one caller, as a transport returns it to its client."""
     extensions: dict[str, Any] = {}
@@ -416,19 +444,8 @@ class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
     _default = httpx.HTTPTransport
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        inner = self._transport
-
-        def fetch() -> _Stored:
-            response = inner.handle_request(request)
-            try:
-                response.read()
-            finally:
-                response.close()
-            return _checked(response)
-
-        return _handle(
-            self._runtime, request, lambda: inner.handle_request(request), fetch, _replay
-        )
+        send = partial(self._transport.handle_request, request)
+        return _handle(self._runtime, request, send, _fetched(send), _replay)
 
     def close(self) -> None:
         self._transport.close()
@@ -440,19 +457,8 @@ class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseT
     _default = httpx.AsyncHTTPTransport
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        inner = self._transport
-
-        async def fetch() -> _Stored:
-            response = await inner.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            return _checked(response)
-
-        return await _ahandle(
-            self._runtime, request, lambda: inner.handle_async_request(request), fetch, _replay
-        )
+        send = partial(self._transport.handle_async_request, request)
+        return await _ahandle(self._runtime, request, send, _afetched(send), _replay)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -491,53 +497,22 @@ def _plan(
     return request, None
 
 
-def _sync_send(runtime: Runtime) -> Any:
+def _send(runtime: Runtime, is_async: bool) -> Any:
+    """The wrapper of ``Client.send`` (``AsyncClient.send`` when ``is_async``: it returns the
+    awaitable its caller awaits)."""
+    handle: Callable[..., Any] = _ahandle if is_async else _handle
+    fetched: Callable[[Callable[[], Any]], Callable[[], Any]] = _afetched if is_async else _fetched
+
     def wrapper(
-        wrapped: Callable[..., httpx.Response],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> httpx.Response:
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         request, streamed = _plan(instance, args, kwargs)
+        send = partial(wrapped, *args, **kwargs)
         if request is None:
-            return wrapped(*args, **kwargs)
+            return send()
         if streamed is not None:
-            return cast(
-                httpx.Response, run(runtime, streamed, lambda: wrapped(*args, **kwargs), False)
-            )
-
-        def fetch() -> _Stored:
-            response = wrapped(*args, **kwargs)
-            response.close()
-            return _checked(response)
-
-        return _handle(runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent)
-
-    return wrapper
-
-
-def _async_send(runtime: Runtime) -> Any:
-    async def wrapper(
-        wrapped: Callable[..., Awaitable[httpx.Response]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> httpx.Response:
-        request, streamed = _plan(instance, args, kwargs)
-        if request is None:
-            return await wrapped(*args, **kwargs)
-        if streamed is not None:
-            response = await run(runtime, streamed, lambda: wrapped(*args, **kwargs), True)
-            return cast(httpx.Response, response)
-
-        async def fetch() -> _Stored:
-            response = await wrapped(*args, **kwargs)
-            await response.aclose()
-            return _checked(response)
-
-        return await _ahandle(
-            runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent
-        )
+            return run(runtime, streamed, send, is_async)
+        return handle(runtime, request, send, fetched(send), _replay_sent)
 
     return wrapper
 
@@ -545,6 +520,6 @@ def _async_send(runtime: Runtime) -> Any:
 def patches(runtime: Runtime) -> list[Patch]:
     """``httpx.Client.send`` and ``httpx.AsyncClient.send``, for ``instrument(httpx=True)``."""
     return [
-        Patch("httpx", "Client.send", _sync_send(runtime)),
-        Patch("httpx", "AsyncClient.send", _async_send(runtime)),
+        Patch("httpx", "Client.send", _send(runtime, False)),
+        Patch("httpx", "AsyncClient.send", _send(runtime, True)),
     ]

@@ -30,7 +30,8 @@ from __future__ import annotations
 import copy as _copy
 import pickle
 import weakref
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from contextlib import contextmanager
 from functools import cache
 from typing import Any, Final
 
@@ -322,57 +323,70 @@ def _flight(retries: object, timeout: object, options: Mapping[str, Any]) -> Has
     )
 
 
-def _keep_response(error: BaseException) -> None:
-    """Remember on ``error`` the response ``_compat`` needs to build its 3.x exception.
+@contextmanager
+def _keeping_response() -> Iterator[None]:
+    """Around a fetch: remember on its error the response ``_compat`` needs for its 3.x error.
 
     ``_compat`` finds that response in a context variable set by an httpx hook. A coalesced or
     async fetch runs in another context, so the caller's variable would be empty.
     """
     try:
-        from supermemory._compat import _last_response
+        yield
+    except Exception as error:
+        try:
+            from supermemory._compat import _last_response
 
-        response = _last_response.get()
-        if response is not None:
-            error._wm_response = response  # type: ignore[attr-defined]
-    except Exception:
-        pass
+            response = _last_response.get()
+            if response is not None:
+                error._wm_response = response  # type: ignore[attr-defined]
+        except Exception:
+            pass
+        raise
 
 
-def _restore_response(error: BaseException) -> None:
-    response = getattr(error, "_wm_response", None)
-    if response is None:
-        return
+@contextmanager
+def _restoring_response() -> Iterator[None]:
+    """Around a read: put back, in the caller's context, the response its error remembers."""
     try:
-        from supermemory._compat import _last_response
+        yield
+    except Exception as error:
+        response = getattr(error, "_wm_response", None)
+        if response is not None:
+            try:
+                from supermemory._compat import _last_response
 
-        _last_response.set(response)
-    except Exception:
-        pass
+                _last_response.set(response)
+            except Exception:
+                pass
+        raise
 
 
+def _read_of_call(
+    instance: Any, operation: str, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> Read | None:
+    """The step both read wrappers take first: the call's :class:`Read`, or ``None`` to pass it
+    through (an outer layer handles it, or it is not one we cache)."""
+    if handled_outside():
+        return None
+    try:
+        return _describe_read(instance, operation, args, kwargs)
+    except Exception:  # an unforeseen shape: pass it through rather than fail the caller
+        return None
+
+
+# Two short drivers of the same steps: the call awaited or not.
 def _read_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-        if handled_outside():
-            return wrapped(*args, **kwargs)
-        try:
-            read = _describe_read(instance, operation, args, kwargs)
-        except Exception:
-            read = None
+        read = _read_of_call(instance, operation, args, kwargs)
         if read is None:
             return wrapped(*args, **kwargs)
 
         def fetch() -> Any:
-            try:
+            with _keeping_response():
                 return wrapped(*args, **kwargs)
-            except Exception as error:
-                _keep_response(error)
-                raise
 
-        try:
+        with _restoring_response():
             return runtime.read(read, fetch)
-        except Exception as error:
-            _restore_response(error)
-            raise
 
     return wrapper
 
@@ -381,27 +395,16 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
     async def wrapper(
         wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
-        if handled_outside():
-            return await wrapped(*args, **kwargs)
-        try:
-            read = _describe_read(instance, operation, args, kwargs)
-        except Exception:
-            read = None
+        read = _read_of_call(instance, operation, args, kwargs)
         if read is None:
             return await wrapped(*args, **kwargs)
 
         async def fetch() -> Any:
-            try:
+            with _keeping_response():
                 return await wrapped(*args, **kwargs)
-            except Exception as error:
-                _keep_response(error)
-                raise
 
-        try:
+        with _restoring_response():
             return await runtime.aread(read, fetch)
-        except Exception as error:
-            _restore_response(error)
-            raise
 
     return wrapper
 
