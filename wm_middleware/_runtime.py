@@ -193,9 +193,14 @@ class Runtime:
     async def _aread_elsewhere(self, read: Read, fetch: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`aread` under an event loop that is not asyncio: the lookup here, the load (and
         a refresh) in a thread, each fetch back on the caller's loop."""
-        import anyio.lowlevel
+        try:
+            import anyio.lowlevel
 
-        token = anyio.lowlevel.current_token()
+            token = anyio.lowlevel.current_token()  # the loop the fetches go back to
+        except Exception:  # a loop anyio does not run, or an anyio without tokens: uncached
+            return await self.abypass(
+                read.operation, read.server, fetch, read.query, read.count, read
+            )
         refresh = _on_loop(_aencoded(read, fetch), token) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
