@@ -78,7 +78,7 @@ def test_documents_and_query_only_with_content_capture(
 
 
 def test_documents_of_an_sdk_result_have_id_content_and_score(otel: Otel) -> None:
-    from wm_middleware._telemetry.openinference import documents_of
+    from wm_middleware._telemetry.openinference import retrieval_documents
 
     result = {
         "results": [
@@ -87,11 +87,11 @@ def test_documents_of_an_sdk_result_have_id_content_and_score(otel: Otel) -> Non
         ],
         "total": 2,
     }
-    assert documents_of(result) == [
+    assert retrieval_documents(result) == [
         {"id": "m1", "content": "User has a peanut allergy", "score": 0.91},
         {"id": "d2", "content": "likes\ntea", "score": 1.0},
     ]
-    assert documents_of(object()) == []
+    assert retrieval_documents(object()) == []
 
 
 def test_the_environment_variable_switches_it_on_and_a_bad_value_is_named(

@@ -18,7 +18,7 @@ from opentelemetry.util.types import AttributeValue
 from . import names
 from .spans import failed
 
-__all__ = ["documents_of", "read_attributes", "read_metadata"]
+__all__ = ["read_attributes", "read_metadata", "retrieval_documents"]
 
 _ID_FIELDS = ("id", "documentId", "document_id", "memoryId", "memory_id")
 _CONTENT_FIELDS = ("memory", "content", "chunk", "text", "summary", "title")
@@ -42,7 +42,7 @@ def read_metadata(
         metadata[names.CACHE_TIER] = tier
     found: dict[str, AttributeValue] = {names.OI_METADATA: json.dumps(metadata, sort_keys=True)}
     if capture_content:
-        for index, document in enumerate(documents_of(value)):
+        for index, document in enumerate(retrieval_documents(value)):
             prefix = f"{names.OI_DOCUMENTS}.{index}.document."
             for field, item in document.items():
                 found[prefix + field] = item
@@ -89,7 +89,7 @@ def _document(item: Any) -> dict[str, AttributeValue] | None:
     return document or None
 
 
-def documents_of(value: Any) -> list[dict[str, AttributeValue]]:
+def retrieval_documents(value: Any) -> list[dict[str, AttributeValue]]:
     """The documents of a read's result (at most ``OI_MAX_DOCUMENTS``), best effort."""
     try:
         plain = _plain(value)
