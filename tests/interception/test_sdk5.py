@@ -143,6 +143,19 @@ async def test_a_client_whose_key_url_or_headers_change_never_reuses_a_stale_rea
     assert instrumented.stats().hits == 3
 
 
+async def test_values_equal_in_python_but_not_on_the_wire_are_two_entries(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    for limit in (1, 1, True, True, 1.0):  # 1 == True == 1.0, but the JSON says 1, true, 1.0
+        await done(client.search(NS, query="what does the user drink?", limit=limit))
+    assert posts(emulator) == 3
+    assert instrumented.stats().hits == 2
+    for namespace in (1, True):  # positional too: the paths /ns/1 and /ns/true
+        await done(client.search(namespace, query="what does the user drink?"))  # type: ignore[arg-type]
+    assert posts(emulator) == 5
+
+
 MUTATIONS: dict[str, Callable[[Any], None]] = {
     "search": lambda r: (r.results[0].metadata.update(x=1), r.results.clear()),
     "search-namespace-keyword": lambda r: r.results.append(r.results[0]),

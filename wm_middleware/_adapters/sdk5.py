@@ -246,7 +246,8 @@ def _describe_read(
     client = _client(wrapper)
     memo_key = None
     if "request_options" not in kwargs:
-        memo_key = memo_key_of((operation, len(args), *args), kwargs)
+        # The arguments by name, typed like the rest: ``1`` and ``True`` are two namespaces.
+        memo_key = memo_key_of((operation,), {**dict(zip(names, args)), **kwargs})
         if memo_key is not None:
             found = client.reads.get(memo_key)
             if found is not None:
