@@ -127,3 +127,8 @@ def test_store_id_names_the_store_never_a_container_tag(
     assert (default.attributes or {})["gen_ai.memory.store.id"] == "supermemory"
     assert (named.attributes or {})["gen_ai.memory.store.id"] == "travel-assistant-memories"
     assert "user-alex" not in otel.exported_text()
+
+
+def test_a_write_always_names_its_memory_operation() -> None:
+    with pytest.raises(TypeError, match="operation_name"):
+        Write("documents.add", (("t", "u"),), SERVER)  # type: ignore[call-arg]
