@@ -3,6 +3,7 @@
 python3 -m nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
 python3 -m nox -s tests-sdk3    # one of them, then the SDK's own test suite plain and instrumented
 python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
+python3 -m nox -s examples      # the LangGraph, pydantic-ai and OpenAI Agents SDK examples (CI too)
 python3 -m nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
@@ -84,6 +85,21 @@ def tests_sdk5(session: nox.Session) -> None:
     session.run("pytest", "-q", *session.posargs)
     if not session.posargs:
         _sdk_suite(session, SDK5_SUITE)
+
+
+# Each framework example's extra, on supermemory 5.x (what those extras install).
+EXAMPLES = ".[test,langgraph,pydantic-ai,openai-agents]"
+
+
+@nox.session(python=PYTHON)
+def examples(session: nox.Session) -> None:
+    """The framework examples, each run as a user would run it; the other examples and the
+    pages' snippets run in the tests-sdk* sessions."""
+    session.install("-e", EXAMPLES)
+    # The examples, and the output samples of their pages (docs/langgraph.md, ...).
+    tests = ["tests/demo/test_examples.py", "tests/test_readme.py"]
+    chosen = ["-k", "langgraph or pydantic or openai"]
+    session.run("pytest", "-q", *tests, *chosen, *session.posargs)
 
 
 @nox.session(python=PYTHON)

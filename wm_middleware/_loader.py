@@ -16,7 +16,7 @@ from opentelemetry.instrumentation.instrumentor import (  # type: ignore[attr-de
     BaseInstrumentor,
 )
 
-from ._instrumentor import INSTRUMENTATION, Request
+from ._instrumentor import INSTRUMENTATION, Request, console_spans
 from .package import _instruments
 
 if TYPE_CHECKING:
@@ -73,6 +73,7 @@ class WorkingMemoryInstrumentor(BaseInstrumentor):  # type: ignore[misc]
             except (TypeError, ValueError) as error:
                 logger.error("wm_middleware: not instrumented: %s", error)
                 return None
+            console_spans()  # opentelemetry-instrument without the distro configures no SDK
             return INSTRUMENTATION.start(request)
 
     def uninstrument(self, **kwargs: Any) -> None:

@@ -21,6 +21,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ._core import check_seconds
+from ._redis.urls import SCHEMES, SCHEMES_NAMED  # import-light: no redis-py, no re
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -97,7 +98,6 @@ HTTPX: Final = "WM_MIDDLEWARE_HTTPX"
 """``true|false``: ``instrument()`` also caches plain ``httpx`` clients calling the API paths.
 Default ``false``. ``wrap()`` has no use for it."""
 
-_SHARED_SCHEMES: Final = ("redis://", "rediss://", "unix://")
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
 
@@ -143,8 +143,8 @@ def _tier(value: object, name: str) -> str | SharedTier:
         return value
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a redis:// URL or a RedisTier, not {type(value).__name__}")
-    if not value.startswith(_SHARED_SCHEMES):
-        raise ValueError(f"{name} must be a redis://, rediss:// or unix:// URL, got {shown(value)}")
+    if not value.startswith(SCHEMES):
+        raise ValueError(f"{name} must be a {SCHEMES_NAMED} URL, got {shown(value)}")
     import importlib.util  # here: only a shared URL needs it, and it costs start-up time
 
     if importlib.util.find_spec("redis") is None:
@@ -199,7 +199,7 @@ _COUNT: Final = ValueKind("an integer >= 1", _count, _parse_number(int, "an inte
 _SECONDS: Final = ValueKind(
     "seconds > 0", _seconds, _parse_number(float, "a number of seconds > 0")
 )
-_TIER: Final = ValueKind("a redis://, rediss:// or unix:// URL", _tier, _parse_text)
+_TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text)
 _NAME: Final = ValueKind("a name", _name, _parse_text)
 
 

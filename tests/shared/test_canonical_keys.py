@@ -12,9 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from wm_middleware._api.tenancy import TenantScope
 from wm_middleware._core import make_key
 from wm_middleware._redis.encoding import canonical_key, key_from_canonical
-from wm_middleware._redis.protocol import scope_tenant
+from wm_middleware._redis.protocol import Layout
 
 atoms = st.one_of(
     st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False), st.text(max_size=8)
@@ -64,7 +65,7 @@ def test_true_and_one_are_different_keys() -> None:
     assert canonical_key(("limit", 1.0)) != canonical_key(("limit", 1))
 
 
-class TenantScope(NamedTuple):
+class NamedScope(NamedTuple):
     """The shape the adapters' scopes may take as a NamedTuple (same positions as the tuple)."""
 
     kind: str
@@ -77,16 +78,27 @@ class TenantScope(NamedTuple):
         (("tenant", ("https://x", "fp")), ("https://x", "fp")),
         (("tag", ("https://x", "fp"), "user-1"), ("https://x", "fp")),
         (("untagged", ("https://x", "fp")), ("https://x", "fp")),
-        (TenantScope("tenant", ("https://x", "fp")), ("https://x", "fp")),
+        (NamedScope("tenant", ("https://x", "fp")), ("https://x", "fp")),
         ("a normalised query", None),
         (("tag", "not a tenant", "user-1"), None),
         (("other", ("https://x", "fp")), None),
+        (("tag", ("https://x", "fp")), None),  # a tag scope names its tag
     ],
 )
-def test_scope_tenant_reads_every_scope_shape_by_position(scope: Hashable, tenant: object) -> None:
-    assert scope_tenant(scope) == tenant
+def test_one_reading_of_a_tenant_serves_the_adapters_and_the_tier(
+    scope: Hashable, tenant: object
+) -> None:
+    parsed = TenantScope.parse(scope)
+    assert (None if parsed is None else parsed.tenant) == tenant
+    layout, alone = Layout("wm", None, 30.0, False), Layout("wm", None, 30.0, False)
+    plan = layout.plan("q", (scope,), 60.0)
+    assert plan is not None
+    if tenant is None:
+        assert plan.tenant == "wm"  # the namespace: no tenant named
+    else:
+        assert plan.tenant == layout.tenant(scope) == alone.tenant(("tenant", tenant))
 
 
 def test_a_named_tuple_scope_names_the_same_redis_key_as_its_tuple() -> None:
-    named = TenantScope("tenant", ("https://x", "fp"))
+    named = NamedScope("tenant", ("https://x", "fp"))
     assert canonical_key(named) == canonical_key(("tenant", ("https://x", "fp")))

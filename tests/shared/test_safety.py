@@ -136,3 +136,12 @@ def test_custom_codec_is_used_both_ways(redis_url: str, raw: redis.Redis) -> Non
     (entry,) = [k for k in all_keys(raw) if b":e:" in k]
     assert raw.get(entry).endswith(b"\n[1, 2, 3]")  # type: ignore[union-attr]
     assert tier.load("q", (), 60.0, set).value == {1, 2, 3}
+
+
+def test_the_api_key_is_kept_nowhere_once_fingerprinted() -> None:
+    from wm_middleware._api import tenancy
+
+    tenant = tenant_of("https://x", API_KEY)
+    assert tenant[1] == tenancy.fingerprint(API_KEY) != API_KEY
+    held = [v for v in vars(tenancy).values() if isinstance(v, (dict, set, list, tuple))]
+    assert not [v for v in held if API_KEY in v or API_KEY in map(str, v)]

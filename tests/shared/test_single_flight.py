@@ -174,11 +174,16 @@ def test_one_wake_up_reaches_every_waiting_process(redis_url: str, raw: redis.Re
 
 
 def test_a_wait_longer_than_op_timeout_is_not_an_error(redis_url: str, raw: redis.Redis) -> None:
-    held = HeldLeader(RedisTier(redis_url, op_timeout=0.05), "q", "v")
-    waiter = RedisTier(redis_url, op_timeout=0.05)
+    """The wait lasts as long as the test holds the leader, which it does until the waiter has
+    been blocked for longer than its op_timeout. That op_timeout (1 s) is one no loopback round
+    trip before or after the wait reaches, however loaded the machine: only the wait can."""
+    op_timeout = 1.0
+    held = HeldLeader(patient_tier(redis_url), "q", "v")
+    waiter = RedisTier(redis_url, op_timeout=op_timeout)
     waiting = InThread(lambda: waiter.load("q", (), 60.0, lambda: "own"))
     wait_until(lambda: blocked(raw) >= 1)  # the waiter waits on the leader
-    time.sleep(0.3)  # six times op_timeout: the blocking connection must not time out
+    time.sleep(1.5 * op_timeout)  # the blocking connection must not time out meanwhile
+    assert blocked(raw) >= 1
     held.finish()
     result = waiting.join()
     assert (result.value, result.outcome) == ("v", "shared_wait")

@@ -247,7 +247,7 @@ def _describe_read(
     memo_key = None
     if "request_options" not in kwargs:
         # The arguments by name, typed like the rest: ``1`` and ``True`` are two namespaces.
-        memo_key = memo_key_of((operation,), {**dict(zip(names, args)), **kwargs})
+        memo_key = memo_key_of((operation,), {**dict(zip(names, args, strict=False)), **kwargs})
         if memo_key is not None:
             found = client.reads.get(memo_key)
             if found is not None:

@@ -4,9 +4,10 @@ A tenant is the pair (base URL, API key); only a fingerprint of the key is kept,
 Within a tenant, a container tag (3.x) or namespace (5.x) is a scope; a write drops the scopes it
 names, or the whole tenant when it names none.
 
-Scopes are plain tuples, because the shared tier writes them to Redis and reads their tenant back
-by position (a ``tuple`` subclass would not be one there). Their three shapes are
-:class:`TenantScope`'s fields, in order:
+Scopes are plain tuples: the memory compares them by value and the shared tier spells them in
+Redis as JSON lists. Their three shapes are :class:`TenantScope`'s fields, in order, and
+:meth:`TenantScope.parse` is the one reading of a tenant out of a scope (the shared tier names its
+keys after it):
 
 * ``("tenant", tenant)``: everything of a tenant;
 * ``("tag", tenant, tag)``: reads naming container tag / namespace ``tag``;
@@ -59,36 +60,37 @@ class TenantScope(NamedTuple):
 
     @classmethod
     def parse(cls, scope: object) -> TenantScope | None:
-        """The :class:`TenantScope` a plain scope tuple is, or ``None`` for any other scope."""
-        if type(scope) is not tuple or len(scope) not in (2, 3):
+        """The :class:`TenantScope` a scope is, or ``None`` for any other scope (a query text, a
+        caller's own tuple).
+
+        Read by position, so any tuple of the same shape (a ``NamedTuple`` too) parses the same
+        way, as it is spelled the same in Redis.
+        """
+        if not isinstance(scope, tuple) or len(scope) not in (2, 3):
             return None
         kind, tenant = scope[0], scope[1]
         tag = scope[2] if len(scope) == 3 else None
         if kind not in ("tenant", "tag", "untagged") or (kind == "tag") != (tag is not None):
             return None
-        if type(tenant) is not tuple or len(tenant) != 2:
+        if not isinstance(tenant, tuple) or len(tenant) != 2:
             return None
         if not all(type(part) is str for part in tenant) or not isinstance(tag, (str, type(None))):
             return None
         return cls(kind, (tenant[0], tenant[1]), tag)
 
 
-_FINGERPRINTS: dict[str, str] = {}
-_FINGERPRINTS_MAX: Final = 1024
 NO_KEY: Final = "-"  # the fingerprint of no key at all
 
 
 def fingerprint(api_key: str | None) -> str:
-    """A short, one-way fingerprint of an API key (never the key itself)."""
+    """A short, one-way fingerprint of an API key (never the key itself).
+
+    Computed on every call and kept nowhere, so this module holds no API key: a memo would have
+    to be keyed by the keys it hides (SHA-256 of a key costs well under a microsecond).
+    """
     if not api_key:
         return NO_KEY
-    found = _FINGERPRINTS.get(api_key)
-    if found is None:
-        found = hashlib.sha256(api_key.encode()).hexdigest()[:20]
-        if len(_FINGERPRINTS) > _FINGERPRINTS_MAX:
-            _FINGERPRINTS.clear()
-        _FINGERPRINTS[api_key] = found
-    return found
+    return hashlib.sha256(api_key.encode()).hexdigest()[:20]
 
 
 def tenant_of(base_url: object, api_key: str | None) -> Tenant:

@@ -32,6 +32,13 @@ process's L1. How, in one place:
   it over; the others wait for that one. Past two leases of waiting in all a caller fetches
   itself. An entry carries its own expiry and is never served past it, whatever its TTL in Redis
   says; one that does not decode is a miss that leases and stores over it.
+* **Authenticated entries.** With ``secret``, an entry's header ends in a MAC: HMAC-SHA256 under
+  a key derived from the secret for this purpose alone (not the one tenant names are made with)
+  of the entry's Redis key, header and payload. Every entry that leaves Redis (a shared hit, a
+  read after a wait) is checked in constant time; one that does not verify (a writer without the
+  secret put its own body under a live header, copied an entry to another key, or another secret
+  sealed it) is a miss that leases and stores over it, counted in ``forged`` (outcome
+  ``forged``), logged once. Without a secret, whoever can write the keys chooses the values.
 * **Sick Redis.** No retries (one immediate retry on a connection the server closed), a deadline
   of ``op_timeout`` on connecting and on each whole command, however slowly its reply trickles
   in, and a circuit breaker: after ``breaker_errors`` consecutive failures calls skip the tier
@@ -61,18 +68,17 @@ process's L1. How, in one place:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from .urls import SCHEMES, SCHEMES_NAMED, masked
 
-from .urls import SCHEMES, masked
-
+TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
     from .tier import RedisTier, SharedOutcome
 
-__all__ = ["SCHEMES", "RedisTier", "SharedOutcome", "masked"]
+__all__ = ["SCHEMES", "SCHEMES_NAMED", "RedisTier", "SharedOutcome", "masked"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so SCHEMES and masked serve without redis-py (the CLI and instrument() check URLs).
+def __getattr__(name: str) -> object:
+    # Lazy, so the URL facts serve without redis-py (the CLI and the settings check URLs).
     if name not in ("RedisTier", "SharedOutcome"):
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     try:

@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from .urls import SCHEMES, masked
+from .urls import SCHEMES, SCHEMES_NAMED, masked
 
 __all__ = [
     "Conns",
@@ -83,7 +83,7 @@ def endpoint_of(target: object) -> Endpoint:
     if isinstance(target, str):
         if not target.startswith(SCHEMES):
             raise ValueError(
-                f"RedisTier target must be a {', '.join(SCHEMES)} URL, got {masked(target)!r}"
+                f"RedisTier target must be a {SCHEMES_NAMED} URL, got {masked(target)!r}"
             )
         try:
             parsed = dict(redis.connection.parse_url(target))  # type: ignore[no-untyped-call]

@@ -16,8 +16,10 @@ The story of one load, in the order it happens:
    process (:class:`Pending`, bounded) and replayed (:class:`Flush`) before anything from Redis is
    served again here; if the replay fails, the load fetches directly.
 2. **get-or-lease** answers HIT (tokens match and the envelope's own expiry is ahead), LEASE (this
-   process fetches) or WAIT (another holds the lease). A HIT that does not decode is asked again
-   with its header rejected, which makes it a miss that leases and stores.
+   process fetches) or WAIT (another holds the lease). With a secret, a HIT is served only if its
+   MAC verifies (:class:`Values`); a HIT that is forged or does not decode is asked again with its
+   header rejected, which makes it a miss that leases and stores over it. A second refused entry
+   in one load (someone rewriting it meanwhile) is not chased: the load fetches without the tier.
 3. **Waiting** blocks on the holder's signal list until woken or the lease ends, then asks again.
    A dead leader's lease expires: exactly one waiter takes it (``SET NX``), the rest wait for that
    one. Waiting as a whole is bounded by ``WAIT_LEASES`` leases; past that a caller fetches itself.
@@ -38,6 +40,7 @@ from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
+from .._api.tenancy import TenantScope
 from .._core import SharedCodec, TierResult
 from .encoding import canonical_key, digest, dump
 from .health import unreachable
@@ -58,11 +61,14 @@ __all__ = [
     "Plan",
     "SharedOutcome",
     "Values",
-    "scope_tenant",
+    "mac_key",
 ]
 
-SharedOutcome = Literal["hit", "miss", "lease", "wait", "wait_timeout", "store_refused", "error"]
-"""What one tier operation ended in, as reported to ``on_operation``."""
+SharedOutcome = Literal[
+    "hit", "miss", "lease", "wait", "wait_timeout", "store_refused", "forged", "error"
+]
+"""What one tier operation ended in, as reported to ``on_operation``. ``forged``: an entry whose
+MAC did not verify under the tier's secret, refused (then a miss that leases)."""
 
 SCHEMA: Final = b"wm2"
 SIGNAL_MS: Final = 1000  # a wake-up outlives its push by 1 s: covers a waiter arriving just after
@@ -71,29 +77,7 @@ WAIT_LEASES: Final = 2  # a caller waits at most this many leases in all (a dead
 PENDING_MAX: Final = 1024  # pending invalidations kept; beyond, they collapse into one "clear"
 
 
-# -- scopes and tenants ----------------------------------------------------------------------
-
-
-def scope_tenant(scope: Hashable) -> tuple[str, str] | None:
-    """The tenant ``(base_url, key_fingerprint)`` an adapter's scope names, or None.
-
-    The shapes adapters put on their reads and writes (positional, so a ``NamedTuple`` of the
-    same shape parses the same way):
-
-    * ``("tenant", (base_url, key_fingerprint))``: everything of one tenant;
-    * ``("tag", (base_url, key_fingerprint), tag)``: one container tag / namespace of a tenant;
-    * ``("untagged", (base_url, key_fingerprint))``: a tenant's reads that name no tag.
-
-    Any other scope (a normalised query string, a caller's own tuple) names no tenant.
-    """
-    if not isinstance(scope, tuple) or len(scope) < 2:
-        return None
-    head, tenant = scope[0], scope[1]
-    if head not in ("tenant", "tag", "untagged") or not isinstance(tenant, tuple):
-        return None
-    if len(tenant) != 2 or not all(isinstance(part, str) for part in tenant):
-        return None
-    return (tenant[0], tenant[1])
+# -- tenants and names ---------------------------------------------------------------------
 
 
 class Layout:
@@ -111,9 +95,10 @@ class Layout:
 
     def tenant(self, scope: Hashable) -> str | None:
         """The fingerprint of the tenant ``scope`` names (HMAC-SHA256 under the secret)."""
-        pair = scope_tenant(scope)
-        if pair is None:
+        parsed = TenantScope.parse(scope)
+        if parsed is None:
             return None
+        pair = parsed.tenant
         found = self._tenants.get(pair)
         if found is None:
             text = f"{pair[0]}\n{pair[1]}".encode()
@@ -210,6 +195,7 @@ class Ledger(Protocol):
     def succeeded(self) -> None: ...
     def failed(self, started: float, error: BaseException) -> None: ...
     def report(self, outcome: SharedOutcome, started: float) -> None: ...
+    def forged(self, started: float) -> None: ...
     def flush(self) -> Flush | None: ...
     def flushed(self, flush: Flush) -> None: ...
     def unregistered(self, plan: Plan) -> bool: ...
@@ -371,7 +357,7 @@ class Load:
     _started: float = field(init=False, default=0.0)  # when the current step was handed out
     _flush: Flush | None = field(init=False, default=None)
     _signature: str | None = field(init=False, default=None)  # set while holding the lease
-    _rejected: str = field(init=False, default="")  # the header of an entry that did not decode
+    _rejected: bytes = field(init=False, default=b"")  # the header of an entry refused (as sent)
     _waiting_until: float | None = field(init=False, default=None)
     _value: Any = field(init=False, default=_NOTHING)
 
@@ -481,6 +467,9 @@ class Load:
 
     def _hit(self, envelope: bytes) -> Action:
         header, _, payload = envelope.partition(b"\n")
+        if not self.values.authentic(self.plan.entry, header, payload):
+            self.ledger.forged(self._started)
+            return self._refuse(header)
         if header.split(b" ")[3:4] == [b"local"]:
             # The leader's value could not be shared: fetch here, as if there were no tier.
             self.ledger.report("miss", self._started)
@@ -490,12 +479,19 @@ class Load:
         except Exception as error:
             # Unreadable: a miss that leases and stores over it, not a refetch on every call.
             self.ledger.failed(self._started, error)
-            self._rejected = str(header, "utf-8", "replace")
-            return self._ask()
+            return self._refuse(header)
         waited = self._waiting_until is not None
         if not waited:
             self.ledger.report("hit", self._started)
         return Done(TierResult(value, "shared_wait" if waited else "shared_hit", self.trusted()))
+
+    def _refuse(self, header: bytes) -> Action:
+        """Ask again past this entry (its exact header bytes), or, for a second refused entry,
+        fetch without the tier rather than chase a writer."""
+        if self._rejected:
+            return self._alone()
+        self._rejected = header
+        return self._ask()
 
     def _wait(self, holder: str, lease_left_ms: int) -> Action:
         now = time.monotonic()
@@ -554,6 +550,10 @@ class Values:
 
     An envelope is one header line, ``wm2 <signature> <expires ms> json <created ms> <fetch ms>``
     (or ``... local <created ms>`` for a value that stays in its process), then the payload.
+    With a MAC key (a tier given a ``secret``) the header ends in ``<mac>``: hex HMAC-SHA256 of
+    the entry's Redis key, the header before it and the payload, so an entry is authentic only
+    where it was stored, as it was stored; :meth:`authentic` checks it in constant time. Without
+    one, any entry with matching tokens is served: whoever can write the keys chooses the value.
     """
 
     def __init__(
@@ -561,10 +561,12 @@ class Values:
         encode: Callable[[Any], bytes | None],
         decode: Callable[[bytes], Any],
         max_value_bytes: int,
+        mac_key: bytes | None = None,
     ) -> None:
         self._encode = encode
         self._decode = decode
         self._max = max_value_bytes
+        self._mac_key = mac_key
 
     def envelope(
         self, signature: str, value: Any, seconds: float, plan: Plan, codec: SharedCodec | None
@@ -577,9 +579,36 @@ class Values:
         created = int(time.time() * 1000)
         head = b"%s %s %d" % (SCHEMA, signature.encode(), created + plan.ttl_ms)
         if payload is None or len(payload) > self._max:
-            return b"%s local %d\n" % (head, created)
-        return b"%s json %d %d\n" % (head, created, int(seconds * 1000)) + payload
+            return self._sealed(plan.entry, b"%s local %d" % (head, created), b"")
+        header = b"%s json %d %d" % (head, created, int(seconds * 1000))
+        return self._sealed(plan.entry, header, payload)
+
+    def authentic(self, entry: str, header: bytes, payload: bytes) -> bool:
+        """Whether the entry read at ``entry`` is one this tier's secret sealed there (always
+        True without a secret)."""
+        if self._mac_key is None:
+            return True
+        head, _, mac = header.rpartition(b" ")
+        return hmac.compare_digest(mac, _mac(self._mac_key, entry, head, payload))
 
     def decode(self, payload: bytes, codec: SharedCodec | None) -> Any:
         value = self._decode(payload)
         return value if codec is None else codec.load(value)
+
+    def _sealed(self, entry: str, header: bytes, payload: bytes) -> bytes:
+        if self._mac_key is None:
+            return b"%s\n%s" % (header, payload)
+        return b"%s %s\n%s" % (header, _mac(self._mac_key, entry, header, payload), payload)
+
+
+def mac_key(secret: bytes) -> bytes:
+    """The key entries are authenticated with: derived from ``secret`` for this one purpose, so
+    it is never the key tenant names are made with (HKDF-style domain separation)."""
+    return hmac.digest(secret, b"wm_middleware shared-tier entry MAC v1", "sha256")
+
+
+def _mac(key: bytes, entry: str, header: bytes, payload: bytes) -> bytes:
+    """Hex HMAC-SHA256 of an entry's Redis key, header (without its MAC) and payload; no part
+    holds a newline but the payload, which comes last, so the message has one reading."""
+    message = b"%s\n%s\n%s" % (entry.encode(), header, payload)
+    return hmac.digest(key, message, "sha256").hex().encode()

@@ -32,7 +32,7 @@ from .connections import (
     sync_client,
 )
 from .encoding import json_encode
-from .health import Health
+from .health import Health, logger
 from .memories import Memories
 from .protocol import (
     CLEAR,
@@ -47,6 +47,7 @@ from .protocol import (
     Plan,
     SharedOutcome,
     Values,
+    mac_key,
 )
 from .scripts import Run, arun, run
 from .subscriber import Subscriber
@@ -129,6 +130,7 @@ class _Accounts:
         self._health = health
         self._layout = layout
         self.errors = 0
+        self.forgeries = 0
         self._lock = threading.Lock()
         self.replaying = threading.Lock()  # held across one replay's round trips
         self.pending = Pending()
@@ -160,6 +162,19 @@ class _Accounts:
             except Exception:
                 pass  # telemetry never breaks a call
 
+    def forged(self, started: float) -> None:
+        with self._lock:
+            self.forgeries += 1
+            first = self.forgeries == 1
+        if first:  # once per tier: a writer rewriting entries must not flood the log
+            logger.warning(
+                "shared tier %s: refused an entry whose MAC does not verify under the tier's "
+                "secret (written or altered by someone without it); refused entries are counted "
+                "in RedisTier.forged",
+                self._tier.endpoint.shown,
+            )
+        self.report("forged", started)
+
     def flush(self) -> Flush | None:
         items = self.pending.snapshot()
         return Flush(items, self._layout) if items else None
@@ -186,7 +201,11 @@ class RedisTier:
             client's address and credentials, with its own timeouts and no retries.
         namespace: prefix of every key and the channel; also the tenant of calls with no
             ``("tenant", ...)`` scope.
-        secret: when given (str or bytes), tenant fingerprints are HMAC-SHA256 under it.
+        secret: when given (str or bytes), tenant fingerprints are HMAC-SHA256 under it, and
+            every entry carries a MAC under a key derived from it (over the entry's Redis key,
+            header and value): an entry that does not verify is refused, counted in
+            :attr:`forged`, and fetched and stored over. Give every process of a namespace the
+            same secret. Without one, whoever can write the tier's keys chooses what it serves.
         op_timeout: seconds allowed for connecting and for each Redis operation (its whole
             reply, however slowly the bytes arrive).
         lease: seconds a leader may fetch before another process takes over. A caller waits for
@@ -231,7 +250,12 @@ class RedisTier:
         self._layout = Layout(namespace, key, float(lease), self._endpoint.cluster)
         self._op_timeout = float(op_timeout)
         self._lease = float(lease)
-        self._values = Values(encode or json_encode, decode or json.loads, max_value_bytes)
+        self._values = Values(
+            encode or json_encode,
+            decode or json.loads,
+            max_value_bytes,
+            None if key is None else mac_key(key),
+        )
         self._breaker = Breaker(breaker_errors, float(breaker_cooldown))
         self._health = Health(self._endpoint.shown)
         self._memories = Memories()
@@ -244,6 +268,12 @@ class RedisTier:
     def errors(self) -> int:
         """Tier operations that failed or timed out and were treated as a miss."""
         return self._accounts.errors
+
+    @property
+    def forged(self) -> int:
+        """Entries refused because their MAC did not verify under ``secret`` (forged, altered or
+        copied from another key); each was read past as a miss. Always 0 without a secret."""
+        return self._accounts.forgeries
 
     @property
     def breaker_state(self) -> Literal["closed", "open", "half_open"]:
