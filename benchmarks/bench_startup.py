@@ -1,6 +1,6 @@
 """What ``import wm_middleware`` and ``instrument()`` add to an application's start-up.
 
-Run from the repository root, in the environment to measure (``/work/venvs/sdk3`` has
+Run from the repository root, in the environment to measure (``/work/venv3`` has
 supermemory-openai-sdk, whose import pulls in ``openai``)::
 
     python benchmarks/bench_startup.py              # 21 rounds
@@ -14,7 +14,9 @@ order, so that drift in machine load hits them alike; one round runs first unmea
 the OS caches).
 A figure is the MEDIAN over rounds, of the wall time and of the CPU time (user + system) the
 child used; a difference is the difference of two medians. On a loaded machine the wall time
-includes waiting for a core, the CPU time much less so: the goal's verdict is on CPU time.
+includes waiting for a core, the CPU time much less so: the goal's verdict is on CPU time. The
+differences are also printed between the minimum CPU times over rounds, which a loaded machine
+inflates least.
 
 Rows:
 
@@ -30,6 +32,9 @@ Rows:
 * ``import supermemory`` alone, then after ``instrument()``: what the patch costs when the
   application imports the SDK (wrapt, the OpenTelemetry API, the adapter and its runtime are
   loaded then);
+* ``import supermemory``, then ``import wm_middleware; instrument()``: the order most
+  applications use (the SDK imported at the top, ``instrument()`` called later). The goal is the
+  same 40 ms of CPU, over ``import supermemory``;
 * ``import supermemory_openai``: what an eager ``instrument()`` used to import (when installed).
 """
 
@@ -63,6 +68,10 @@ if importlib.util.find_spec("supermemory") is not None:
     # Fails the run if no adapter loaded on the import: the row would measure nothing.
     CANDIDATES["patched"] = (
         f"{INSTRUMENT}; import supermemory, sys; assert 'wm_middleware._runtime' in sys.modules"
+    )
+    # The order most applications use; fails the run as well if nothing was patched.
+    CANDIDATES["supermemory first"] = (
+        f"import supermemory, sys; {INSTRUMENT}; assert 'wm_middleware._runtime' in sys.modules"
     )
 if importlib.util.find_spec("supermemory_openai") is not None:
     CANDIDATES["import supermemory_openai"] = "import supermemory_openai"
@@ -145,15 +154,24 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             ("instrument(), then import supermemory (patched), adds", "patched", "supermemory")
         )
+        after = ("import supermemory, then instrument(): instrument() adds", "supermemory first")
+        rows.append((*after, "supermemory"))
+        goals.append(rows[-1])
+    # The minimum over rounds: what a process costs when nothing else slows it down.
+    least = {name: min(values) for name, values in samples["cpu"].items()}
+    print("        wall         cpu     cpu min")
     for label, this, base in rows:
-        print(f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])}  {label}")
+        print(
+            f"  {_ms(wall[this] - wall[base])} {_ms(cpu[this] - cpu[base])} "
+            f"{_ms(least[this] - least[base])}  {label}"
+        )
     for label, this, base in goals:
         added = (cpu[this] - cpu[base]) * 1000
         verdict = "met" if added <= GOAL_MS else "missed"
-        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of CPU time: {verdict}")
+        print(f"  goal: {label} <= {GOAL_MS:.0f} ms of CPU time (median): {verdict}")
     if options.json is not None:
         options.json.write_text(
-            json.dumps({"samples": samples, "median": median}, indent=2) + "\n",
+            json.dumps({"samples": samples, "median": median, "min_cpu": least}, indent=2) + "\n",
             encoding="utf-8",
         )
     return 0

@@ -30,10 +30,10 @@ With supermemory 3.x (what supermemory-openai-sdk and the other integrations pin
 Or without monkeypatching: ``cached = wm_middleware.wrap(client)`` is a cached copy of either
 generation's client; ``client`` stays uncached. Every option of ``instrument()`` and ``wrap()`` is
 keyword-only; a setting not passed comes from its ``WM_MIDDLEWARE_*`` variable, else its default
-(``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``store_id``, ``freshness``,
-``settle_interval``, ``settle_max``, ``openinference``, ``trace_hits``, ``httpx``: the table is in
-docs/configuration.md). ``instrument()`` imports no client library: each is patched when the
-application imports it.
+(``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``shared_secret``,
+``store_id``, ``freshness``, ``settle_interval``, ``settle_max``, ``openinference``,
+``trace_hits``, ``httpx``: the table is in docs/configuration.md). ``instrument()`` imports no
+client library: each is patched when the application imports it.
 
 Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
 variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
@@ -60,16 +60,13 @@ part of the key.
 
 from __future__ import annotations
 
-import importlib as _importlib
-
 from ._core import WorkingMemory
+from ._core.lazy import lazily as _lazily
 from ._instrumentor import instrument, uninstrument, wrap
 from .version import __version__
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
-    from typing import Any
-
     from ._core.stats import CacheStats
 
 __all__ = [
@@ -100,13 +97,7 @@ _LAZY = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'wm_middleware' has no attribute {name!r}")
-    value = getattr(_importlib.import_module(module, __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = _lazily(__name__, _LAZY)
 
 
 def __dir__() -> list[str]:

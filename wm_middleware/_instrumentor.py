@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from . import _logs
 from ._adapters import ADAPTERS, PatchTable
 from ._core import WorkingMemory
-from ._settings import OPTIONS, Settings, shown
+from ._settings import OPTIONS, Settings
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -72,7 +72,8 @@ def _keyword_only(example: str) -> Callable[[Callable[P, R]], Callable[P, R]]:
 
 # -- building a runtime from settings -------------------------------------------------------------
 def _memory(settings: Settings, given: WorkingMemory[Any] | None) -> WorkingMemory[Any]:
-    """``given``, or a new memory as ``settings`` say; a URL in ``shared`` makes a ``RedisTier``.
+    """``given``, or a new memory as ``settings`` say; a URL in ``shared`` makes a ``RedisTier``
+    (with ``shared_secret``, its secret).
 
     Nothing connects here: the tier connects lazily, in the process that first uses it.
     """
@@ -82,7 +83,7 @@ def _memory(settings: Settings, given: WorkingMemory[Any] | None) -> WorkingMemo
     if isinstance(shared, str):
         from ._redis import RedisTier  # Settings checked that redis-py is installed
 
-        shared = RedisTier(shared)
+        shared = RedisTier(shared, secret=settings.shared_secret)
     return WorkingMemory(
         max_entries=settings.max_entries,
         ttl=settings.ttl,
@@ -117,11 +118,6 @@ def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:
             f"working_memory must be a WorkingMemory, not {type(working_memory).__name__}"
         )
     return working_memory
-
-
-def _shown(value: object) -> str:
-    """``value`` for a log line: a URL without the password it may carry."""
-    return shown(value) if isinstance(value, str) and "://" in value else repr(value)
 
 
 class Request:
@@ -167,10 +163,7 @@ class Request:
 
     def differences(self, active: Request) -> list[str]:
         """``name=new (was old)`` for what differs from ``active``."""
-        changed = [
-            f"{name}={_shown(new)} (was {_shown(old)})"
-            for name, (new, old) in self.settings.changes(active.settings).items()
-        ]
+        changed = self.settings.changes_shown(active.settings)  # never a secret
         for name in ("working_memory", "tracer_provider", "meter_provider"):
             if getattr(self, name) is not getattr(active, name):
                 changed.append(f"{name}= another object")
@@ -313,6 +306,7 @@ def instrument(
     otlp_endpoint: str | None = None,
     store_id: str | None = None,
     shared: str | SharedTier | None = None,
+    shared_secret: str | bytes | None = None,
     freshness: bool | None = None,
     settle_interval: float | None = None,
     settle_max: float | None = None,
@@ -334,6 +328,8 @@ def instrument(
         cache: ``False`` observes without caching (every read recorded as ``bypass``).
         max_entries, ttl, refresh_after, shared: the :class:`WorkingMemory` to create; ``shared``
             is a ``redis://`` / ``rediss://`` URL (the ``redis`` extra) or a ``RedisTier``.
+        shared_secret: the secret of the ``RedisTier`` made from a ``shared`` URL (entries carry
+            a MAC under it; a forged one is refused); beside a ready-made tier, an error.
         working_memory: use this one instead, and give it those four settings.
         tracer_provider, meter_provider: defaults are the global providers.
         trace_hits: ``False`` makes no span per hit (metrics still count every hit).
@@ -393,6 +389,7 @@ def wrap(
     trace_hits: bool | None = None,
     store_id: str | None = None,
     shared: str | SharedTier | None = None,
+    shared_secret: str | bytes | None = None,
     freshness: bool | None = None,
     settle_interval: float | None = None,
     settle_max: float | None = None,

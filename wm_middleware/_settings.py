@@ -7,7 +7,8 @@ resolution for all three entry points: for each setting, the argument when one i
 A bad value is refused at the boundary: a bad argument raises ``TypeError`` or ``ValueError``
 naming the argument, a bad variable raises ``ValueError`` naming the variable and quoting its
 value (without the password a URL may carry). The loader turns that ``ValueError`` into one log
-line and leaves the process uninstrumented.
+line and leaves the process uninstrumented. A repr or a log line of the settings shows a URL
+without its password and a secret as ``'***'``.
 
 ``docs/configuration.md`` holds :func:`table` as it is printed by
 ``python -c "from wm_middleware._settings import table; print(table(), end='')"``; a test keeps
@@ -21,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ._core import check_seconds
-from ._redis.urls import SCHEMES, SCHEMES_NAMED  # import-light: no redis-py, no re
+from ._redis.urls import SCHEMES, SCHEMES_NAMED, masked  # import-light: no redis-py, no re
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ __all__ = [
     "REFRESH_AFTER",
     "SETTLE_INTERVAL",
     "SETTLE_MAX",
+    "SHARED_SECRET",
     "SHARED_URL",
     "STORE_ID",
     "TRACE_HITS",
@@ -70,6 +72,12 @@ Default unset (no refresh ahead)."""
 SHARED_URL: Final = "WM_MIDDLEWARE_SHARED_URL"
 """A ``redis://``, ``rediss://`` or ``unix://`` URL: a shared tier (``RedisTier``) used by every
 process configured with it. Needs the ``redis`` extra. Default unset (no shared tier)."""
+
+SHARED_SECRET: Final = "WM_MIDDLEWARE_SHARED_SECRET"
+"""The secret of the ``RedisTier`` made from a shared URL: every entry carries a MAC under it, and
+one that does not verify is refused (give every process of the fleet the same one; surrounding
+whitespace is not part of it). Not used beside a ready-made tier, which has its own. Never
+shown. Default unset (entries are not authenticated)."""
 
 STORE_ID: Final = "WM_MIDDLEWARE_STORE_ID"
 """``gen_ai.memory.store.id`` on every span: the name of the memory store, never a user. Default
@@ -129,11 +137,17 @@ def _name(value: object, name: str) -> str:
     return value
 
 
-def shown(url: str) -> str:
-    """``url`` quoted for an error message, without the password it may carry."""
-    import re  # here: only a message needs it, and it costs start-up time
+def _secret(value: object, name: str) -> str | bytes:
+    if not isinstance(value, (str, bytes)):
+        raise TypeError(f"{name} must be a str or bytes, not {type(value).__name__}")
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    return value
 
-    return repr(re.sub(r"(?<=//)[^@/]*@", "***@", url))
+
+def shown(url: str) -> str:
+    """``url`` quoted for an error message or a log line, without the password it may carry."""
+    return repr(masked(url))
 
 
 def _tier(value: object, name: str) -> str | SharedTier:
@@ -178,20 +192,31 @@ def _parse_text(raw: str, name: str) -> str:
     return raw
 
 
-class ValueKind:
-    """A kind of value: the values it takes, its check and its parser of a variable's text."""
+def _shown_tier(value: object) -> str:
+    return shown(value) if isinstance(value, str) else repr(value)
 
-    __slots__ = ("check", "parse", "rule")
+
+def _hidden(value: object) -> str:
+    return "'***'"
+
+
+class ValueKind:
+    """A kind of value: the values it takes, its check, its parser of a variable's text, and how
+    a value is shown in a repr or a log line (never a secret)."""
+
+    __slots__ = ("check", "parse", "rule", "show")
 
     def __init__(
         self,
         rule: str,  # for the table
         check: Callable[[object, str], Any],  # of an argument, or of a variable once parsed
         parse: Callable[[str, str], Any],
+        show: Callable[[Any], str] = repr,  # of a value that is not None
     ) -> None:
         self.rule = rule
         self.check = check
         self.parse = parse
+        self.show = show
 
 
 _BOOLEAN: Final = ValueKind("true or false", _boolean, _parse_boolean)
@@ -199,7 +224,8 @@ _COUNT: Final = ValueKind("an integer >= 1", _count, _parse_number(int, "an inte
 _SECONDS: Final = ValueKind(
     "seconds > 0", _seconds, _parse_number(float, "a number of seconds > 0")
 )
-_TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text)
+_TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text, _shown_tier)
+_SECRET: Final = ValueKind("a non-empty secret", _secret, _parse_text, _hidden)
 _NAME: Final = ValueKind("a name", _name, _parse_text)
 
 
@@ -243,6 +269,10 @@ class Option:
     def parse(self) -> Callable[[str, str], Any]:
         return self.kind.parse
 
+    def shown(self, value: Any) -> str:
+        """``value`` of this setting in a repr or a log line: a secret as ``'***'``."""
+        return repr(value) if value is None else self.kind.show(value)
+
     def value(self, argument: object, environ: Mapping[str, str]) -> Any:
         """The argument if not ``None``, else the variable if set and not blank, else default."""
         if argument is not None:
@@ -267,6 +297,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "a hit older than this is served and refreshed in the background", "below ttl"),
     Option("shared", SHARED_URL, None, _TIER,
            "a shared tier (RedisTier) for every process configured with it; the redis extra"),
+    Option("shared_secret", SHARED_SECRET, None, _SECRET,
+           "the RedisTier made from shared authenticates its entries under it (the same in "
+           "every process; never shown)", "with a shared URL"),
     Option("store_id", STORE_ID, None, _NAME,
            "gen_ai.memory.store.id on every span (unset: supermemory); names the store, "
            "never a user"),
@@ -306,6 +339,7 @@ class Settings:
     ttl: float
     refresh_after: float | None
     shared: str | SharedTier | None
+    shared_secret: str | bytes | None
     store_id: str | None
     freshness: bool
     settle_interval: float
@@ -336,7 +370,7 @@ class Settings:
         return hash(self._values())
 
     def __repr__(self) -> str:
-        shown = ", ".join(f"{name}={getattr(self, name)!r}" for name in _FIELDS)
+        shown = ", ".join(f"{o.field}={o.shown(getattr(self, o.field))}" for o in OPTIONS)
         return f"Settings({shown})"
 
     @classmethod
@@ -356,8 +390,8 @@ class Settings:
         Raises:
             TypeError: an argument of the wrong type, or an unknown argument.
             ValueError: a bad argument value (naming the argument) or a bad variable (naming
-                the variable), ``refresh_after`` not below ``ttl`` or ``settle_interval`` above
-                ``settle_max``.
+                the variable), ``refresh_after`` not below ``ttl``, ``settle_interval`` above
+                ``settle_max``, or ``shared_secret`` without a shared URL to make a tier of.
         """
         environ = os.environ if environ is None else environ
         unknown = set(arguments) - {option.field for option in OPTIONS}
@@ -377,6 +411,7 @@ class Settings:
                 values[option.field] = getattr(memory, option.field)
                 continue
             values[option.field] = option.value(argument, environ)
+        _secret_for_a_url(values, arguments.get("shared_secret"))
         settings = cls(**values)
         settings._check_together(memory is None)
         return settings
@@ -401,6 +436,35 @@ class Settings:
             for name, mine, theirs in zip(_FIELDS, self._values(), other._values(), strict=True)
             if mine != theirs
         }
+
+    def changes_shown(self, other: Settings) -> list[str]:
+        """:meth:`changes` for a log line, ``field=this (was other's)``, never a secret."""
+        changed = self.changes(other)
+        return [
+            f"{o.field}={o.shown(changed[o.field][0])} (was {o.shown(changed[o.field][1])})"
+            for o in OPTIONS
+            if o.field in changed
+        ]
+
+
+def _secret_for_a_url(values: dict[str, Any], argument: object) -> None:
+    """``shared_secret`` is for the ``RedisTier`` the settings make from a URL: beside a ready-made
+    tier (``shared=`` or the given memory's) or no tier, an argument would be silently ignored,
+    and the variable is not used (that tier has its own secret, or none)."""
+    tier = values["shared"]
+    if isinstance(tier, str):
+        return
+    if argument is not None:
+        if tier is None:
+            raise ValueError(
+                f"shared_secret needs a shared tier to authenticate: pass shared= a "
+                f"{SCHEMES_NAMED} URL or set {SHARED_URL}"
+            )
+        raise ValueError(
+            "shared_secret is for a shared URL, not beside a ready-made shared tier: give "
+            "that tier its own secret, RedisTier(url, secret=...)"
+        )
+    values["shared_secret"] = None
 
 
 def table() -> str:

@@ -86,7 +86,7 @@ def test_the_re_instrument_line_hides_a_urls_password(
         wm_middleware.instrument(shared="redis://user:second-secret@127.0.0.1:1/0")
     (line,) = [r.getMessage() for r in _records(caplog) if "instrumenting again" in r.getMessage()]
     assert "secret" not in line
-    assert "shared='redis://***@127.0.0.1:1/0'" in line
+    assert "shared='redis://user:***@127.0.0.1:1/0'" in line
 
 
 def test_a_given_memory_replaces_the_active_one(clean: None) -> None:

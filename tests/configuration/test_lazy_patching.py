@@ -100,6 +100,46 @@ def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patche
     assert found == ({"before": [], "hits": 1, "misses": 1}, 1)
 
 
+# What instrument() never needs to patch a client library already imported: the loader's
+# instrumentation package, the shared tier, the emulator, the OTLP set-up, the adapters of
+# libraries not imported or not asked for, and the stats dataclass.
+NOT_FOR_PATCHING = (
+    "opentelemetry.instrumentation",
+    "opentelemetry.sdk",
+    "wm_middleware._loader",
+    "wm_middleware._redis",
+    "wm_middleware.emulator",
+    "wm_middleware.demo",
+    "wm_middleware._telemetry.otlp",
+    "wm_middleware._adapters.httpx_transport",
+    "wm_middleware._adapters.openai_middleware",
+    "wm_middleware._core.stats",
+)
+
+
+def test_with_the_sdk_imported_first_instrument_loads_only_what_the_patch_needs() -> None:
+    """Most applications import the SDK first: ``instrument()`` then patches it at once and loads
+    no module that the other order (``instrument()``, then the import) does not load too."""
+    loaded = "sorted(set(sys.modules) - before)"
+    first = _run(
+        "import supermemory\n"
+        "before = set(sys.modules)\n"
+        "import wm_middleware\n"
+        "memory = wm_middleware.instrument()\n"
+        f"print(json.dumps({loaded}))\n"
+    )
+    later = _run(
+        "before = set(sys.modules)\n"
+        "import wm_middleware\n"
+        "memory = wm_middleware.instrument()\n"
+        "import supermemory\n"
+        f"print(json.dumps({loaded}))\n"
+    )
+    assert "wm_middleware._runtime" in first  # the patch is in place: its runtime is made
+    assert sorted(set(first) - set(later)) == []
+    assert [name for name in first if name.startswith(NOT_FOR_PATCHING)] == []
+
+
 # Standard-library modules that cost an application tens of milliseconds of start-up, which
 # neither ``import wm_middleware`` nor ``instrument()`` needs (benchmarks/bench_startup.py).
 SLOW_STDLIB = ("typing", "re", "enum", "dataclasses", "inspect", "logging", "copy")

@@ -31,6 +31,7 @@ SAMPLES: dict[str, tuple[str, Any, Any]] = {
     "ttl": ("2.5", 2.5, 5.0),
     "refresh_after": ("1.5", 1.5, 2.0),
     "shared": ("redis://127.0.0.1:1/0", "redis://127.0.0.1:1/0", "redis://127.0.0.1:2/0"),
+    "shared_secret": ("from-env", "from-env", b"from-arg"),
     "store_id": ("from-env", "from-env", "from-arg"),
     "freshness": ("off", False, True),
     "settle_interval": ("0.25", 0.25, 0.5),
@@ -45,6 +46,7 @@ BAD: dict[str, str] = {
     "ttl": "abc",
     "refresh_after": "-1",
     "shared": "http://cache:6379",
+    "shared_secret": "",  # blank is unset; any other text is a secret
     "store_id": "",  # blank is unset, tested apart
     "freshness": "2",
     "settle_interval": "nan",
@@ -54,6 +56,8 @@ BAD: dict[str, str] = {
     "httpx": "2",
 }
 VARIABLES = {option.field: option.variable for option in OPTIONS}
+# field -> the arguments it is resolved beside: a secret is for a tier made from a URL
+BESIDE: dict[str, dict[str, Any]] = {"shared_secret": {"shared": "redis://127.0.0.1:1/0"}}
 
 
 @pytest.fixture
@@ -83,6 +87,7 @@ def test_the_brief_defaults() -> None:
         ttl=60.0,
         refresh_after=None,
         shared=None,
+        shared_secret=None,
         store_id=None,
         freshness=True,
         settle_interval=1.0,
@@ -108,14 +113,15 @@ def test_argument_then_variable_then_default(field: str) -> None:
     text, meant, argument = SAMPLES[field]
     environ = {VARIABLES[field]: f"  {text} "}
     default = next(option.default for option in OPTIONS if option.field == field)
-    assert getattr(Settings.resolve({}, {}), field) == default
-    assert getattr(Settings.resolve({}, {VARIABLES[field]: "  "}), field) == default
-    assert getattr(Settings.resolve({}, environ), field) == meant
-    assert getattr(Settings.resolve({field: argument}, environ), field) == argument
-    assert getattr(Settings.resolve({field: None}, environ), field) == meant
+    beside = BESIDE.get(field, {})
+    assert getattr(Settings.resolve(beside, {}), field) == default
+    assert getattr(Settings.resolve(beside, {VARIABLES[field]: "  "}), field) == default
+    assert getattr(Settings.resolve(beside, environ), field) == meant
+    assert getattr(Settings.resolve({**beside, field: argument}, environ), field) == argument
+    assert getattr(Settings.resolve({**beside, field: None}, environ), field) == meant
 
 
-@pytest.mark.parametrize("field", sorted(set(BAD) - {"store_id"}))
+@pytest.mark.parametrize("field", sorted(set(BAD) - {"store_id", "shared_secret"}))
 def test_a_bad_variable_is_a_value_error_naming_it_and_its_value(field: str) -> None:
     with pytest.raises(ValueError, match=VARIABLES[field]) as raised:
         Settings.resolve({}, {VARIABLES[field]: BAD[field]})
@@ -127,6 +133,22 @@ def test_a_url_in_an_error_hides_its_password() -> None:
     with pytest.raises(ValueError, match="WM_MIDDLEWARE_SHARED_URL") as raised:
         Settings.resolve({}, {"WM_MIDDLEWARE_SHARED_URL": "http://user:s3cret@cache:6379"})
     assert "s3cret" not in str(raised.value)
+
+
+def test_a_repr_of_the_settings_hides_a_urls_password() -> None:
+    settings = Settings.resolve({"shared": "redis://app:s3cret@cache:6379/0"}, {})
+    assert "shared='redis://app:***@cache:6379/0'" in repr(settings)
+    assert "s3cret" not in repr(settings) + str(settings)
+
+
+def test_a_repr_of_the_settings_shows_the_secret_as_stars_whatever_its_source() -> None:
+    url = {"WM_MIDDLEWARE_SHARED_URL": "redis://cache:6379/0"}
+    for settings in (
+        Settings.resolve({"shared_secret": b"k3y"}, url),
+        Settings.resolve({}, {**url, "WM_MIDDLEWARE_SHARED_SECRET": "k3y"}),
+    ):
+        assert "shared_secret='***'" in repr(settings)
+        assert "k3y" not in repr(settings) + str(settings)
 
 
 @pytest.mark.parametrize(
@@ -142,6 +164,9 @@ def test_a_url_in_an_error_hides_its_password() -> None:
         ("store_id", " ", ValueError),
         ("shared", "http://cache", ValueError),
         ("shared", 6379, TypeError),
+        ("shared_secret", "", ValueError),
+        ("shared_secret", b"", ValueError),
+        ("shared_secret", 1234, TypeError),
         ("openinference", 1, TypeError),
     ],
 )

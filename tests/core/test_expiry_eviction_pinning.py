@@ -127,7 +127,7 @@ def test_index_is_cleaned_on_eviction_and_expiry(clock: FakeClock) -> None:
     wm: WorkingMemory[str] = WorkingMemory(max_entries=2, ttl=5.0, clock=clock)
     for limit in range(5):
         wm.set("q", str(limit), limit=limit)
-    assert wm._store._index == {"q": set(wm._store.unpinned())}
+    assert wm._store._index == {"q": set(wm._store._lru)}
     clock.advance(10.0)
     assert wm.get("q", limit=3) is None
     assert wm.get("q", limit=4) is None

@@ -305,17 +305,53 @@ def test_a_tier_that_raises_never_reaches_the_caller(
     wm: WorkingMemory[str] = WorkingMemory(shared=tier)
     fetches: list[int] = []
 
-    def counted() -> str:
-        fetches.append(1)
-        return "v"
+    class Counted(str):
+        def __new__(cls, value: str) -> Counted:
+            fetches.append(1)
+            return super().__new__(cls, value)
 
-    assert wm.search("q", counted) == "v"
+    assert search(wm, "q", Counted("v")) == "v"
     assert fetches == [1]  # the fetch ran once, whether the tier broke before or after it
     assert wm.get("q") == "v"
     stats = wm.stats()
     assert (stats.shared_errors, stats.misses) == (1, 1)
     tier.broken = None
     assert search(wm, "p", "w") == "w"
+
+
+def test_a_fetch_that_fails_after_the_tier_broke_raises_its_own_error_counted_once(
+    tier: LocalTier, search: Callable[..., Any]
+) -> None:
+    tier.broken = "before"  # the leader then runs the fetch itself, which fails
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    error = LookupError("upstream 404")
+    with pytest.raises(LookupError) as raised:
+        search(wm, "q", error)
+    assert raised.value is error
+    assert not wm.has("q")
+    stats = wm.stats()
+    assert (stats.shared_errors, stats.misses, stats.hits) == (1, 1, 0)
+
+
+def test_a_fetch_stopped_by_a_base_exception_through_the_tier_is_counted_a_miss(
+    tier: LocalTier,
+) -> None:
+    class Stopped(BaseException):
+        """Not an Exception, as KeyboardInterrupt is not: never taken for a tier fault."""
+
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    stop = Stopped()
+
+    def stopped() -> str:
+        raise stop
+
+    with pytest.raises(Stopped) as raised:
+        wm.search("q", stopped)
+    assert raised.value is stop
+    assert not wm.has("q")
+    stats = wm.stats()
+    assert (stats.shared_errors, stats.misses, stats.inflight) == (0, 1, 0)
+    assert wm.search("q", lambda: "v") == "v"  # the flight ended: the next caller fetches
 
 
 def test_shared_errors_are_read_from_the_tier(tier: LocalTier) -> None:

@@ -184,7 +184,7 @@ class CacheMachine(RuleBasedStateMachine):
     @invariant()
     def size_and_order_agree(self) -> None:
         assert len(self.wm) == len(self.model.entries)
-        unpinned = self.wm._store.unpinned()
+        unpinned = list(self.wm._store._lru)  # least recently used first
         expected = [
             make_key(query, {} if limit is None else {"limit": limit})
             for query, limit in self.model.order

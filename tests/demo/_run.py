@@ -62,6 +62,54 @@ def start(*args: str, group: bool = False) -> subprocess.Popen[str]:
     )
 
 
+def in_terminal(
+    *args: str, until: str, timeout: float = 120.0
+) -> tuple[subprocess.Popen[bytes], int, bytes]:
+    """``python -m wm_middleware *args`` with a pseudo-terminal as its stdin, stdout and stderr
+    (as in a shell, 100 columns); returns once it has printed ``until``, with the terminal's
+    reading end and what was read so far."""
+    import pty
+    import select
+    import time
+
+    reader, terminal = pty.openpty()
+    process = subprocess.Popen(
+        [sys.executable, "-c", _MAIN, *args],
+        cwd=ROOT,
+        env=environment(COLUMNS="100", LINES="40", TERM="xterm-256color"),
+        stdin=terminal,
+        stdout=terminal,
+        stderr=terminal,
+    )
+    os.close(terminal)
+    seen, deadline = b"", time.monotonic() + timeout
+    while until.encode() not in seen and time.monotonic() < deadline:
+        if select.select([reader], [], [], 0.5)[0]:
+            seen += os.read(reader, 65536)
+    assert until.encode() in seen, seen.decode(errors="replace")
+    return process, reader, seen
+
+
+def read_to_the_end(reader: int, timeout: float = 60.0) -> bytes:
+    """Everything a pseudo-terminal shows until every process holding it has exited."""
+    import select
+    import time
+
+    seen, deadline = b"", time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([reader], [], [], 0.5)[0]:
+            continue
+        try:
+            chunk = os.read(reader, 65536)
+        except OSError:  # EIO: the other end is closed
+            break
+        if not chunk:
+            break
+        seen += chunk
+    os.close(reader)
+    return seen
+
+
 @contextmanager
 def serving(*args: str) -> Iterator[str]:
     """``wm-middleware serve --port 0 *args`` in a subprocess; yields the URL its banner names."""

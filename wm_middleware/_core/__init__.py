@@ -9,7 +9,8 @@ One idea per module:
 * ``stats``: :class:`CacheStats`, the statistics a memory reports;
 * ``tier``: the seam a shared second tier plugs into (its protocols);
 * ``settling``: scopes a write has changed but the backend has not applied yet;
-* ``memory``: :class:`WorkingMemory`, the facade composing them (``generic``: its ``[T]``).
+* ``memory``: :class:`WorkingMemory`, the facade composing them (``generic``: its ``[T]``);
+* ``lazy``: names imported when first asked for (the start-up rule below, the package's too).
 
 The names below are the core's interface to the rest of the package.
 
@@ -26,14 +27,13 @@ protocols) by a shared tier. ``tests/configuration/test_lazy_patching.py`` keeps
 from __future__ import annotations
 
 from .keys import UNSET, Key, make_key, normalise_query
+from .lazy import lazily
 from .memory import WorkingMemory
 from .outcomes import MISSING, Loaded, TierResult
 from .settling import Settle, check_seconds
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from .stats import CacheStats
     from .tier import InvalidationSink, SharedCodec, SharedTier
 
@@ -55,20 +55,12 @@ __all__ = [
 ]
 
 # Imported when first asked for (see the module docstring): name -> its module.
-_LAZY = {
-    "CacheStats": ".stats",
-    "InvalidationSink": ".tier",
-    "SharedCodec": ".tier",
-    "SharedTier": ".tier",
-}
-
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from importlib import import_module
-
-    value = getattr(import_module(module, __name__), name)
-    globals()[name] = value  # found directly from now on
-    return value
+__getattr__ = lazily(
+    __name__,
+    {
+        "CacheStats": ".stats",
+        "InvalidationSink": ".tier",
+        "SharedCodec": ".tier",
+        "SharedTier": ".tier",
+    },
+)

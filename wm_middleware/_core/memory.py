@@ -10,9 +10,12 @@ Knows nothing of Supermemory, HTTP or OpenTelemetry: values are opaque. Who hold
   ``flight.py``). Lock order: the group's lock, then this one; never the other way round.
 * :class:`_Leader` does a leader's work, written once as steps on data (:class:`_Plan` in,
   ``(value, outcome)`` out): re-check the store, fetch (directly or through the shared tier),
-  commit. Only the fetch step has a sync and an async driver.
+  commit. The fetch's two drivers, sync and async, only make the calls (awaited or not) and hand
+  how each ended to one step that sorts and counts it (:meth:`_Leader._sorted`).
 * :class:`~.settling.Settlements` holds the scopes that settle; :class:`~.outcomes.Counters` the
   lookup counters.
+* :class:`_KeyedMemory` builds those parts and is the cache by key that adapters and the runtime
+  call; :class:`WorkingMemory` adds checked options and the cache by query.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ if TYPE_CHECKING:
 
     T = TypeVar("T")
     _Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, what it found
+    _Attempt = tuple[bool, Any]  # how a call ended: (returned, its value or its exception)
 else:
     from .generic import Generic, T
 
@@ -84,6 +88,26 @@ def _call_sync(fetch: Callable[[], Any]) -> Any:
             "fetch returned an awaitable: use asearch / aload for an async fetch, not search / load"
         )
     return value
+
+
+def _attempt(call: Callable[[], Any]) -> _Attempt:
+    """``call()``'s outcome as data, for :meth:`_Leader._sorted`."""
+    try:
+        return True, call()
+    except BaseException as error:
+        return False, error
+
+
+async def _aattempt(call: Awaitable[Any]) -> _Attempt:
+    """As :func:`_attempt`, ``call`` awaited."""
+    try:
+        return True, await call
+    except BaseException as error:
+        return False, error
+
+
+async def _fetched(value: Awaitable[Any]) -> TierResult:
+    return TierResult(await value, "fetched")
 
 
 class _Plan:
@@ -196,65 +220,69 @@ class _Leader:
         return entry.value, "hit"
 
     def _fetch(self, plan: _Plan, fetch: Callable[[], Any], count: bool) -> TierResult:
-        """Step 2, sync: the fetch, or the shared tier around it. Counts the leader's lookup."""
+        """Step 2, sync driver: the fetch, or the shared tier around it (see :meth:`_sorted`)."""
         if self.shared is None:
             self.counts.misses += count  # before the fetch: waiters see it counted
             return TierResult(_call_sync(fetch), "fetched")
-        ran = _Ran()
-        try:
-            try:
-                result = self.shared.load(
-                    plan.key, plan.scopes, plan.ttl, ran.calling(fetch), plan.codec
-                )
-            except Exception as error:
-                result = self._tier_fault(error, ran) or TierResult(ran.calling(fetch)(), "fetched")
-        except BaseException:
-            self.counts.misses += count  # the fetch ran, and failed
-            raise
-        if count:
-            self.counts.led(result.outcome)
+        ran, shared = _Ran(), self.shared
+        attempt = _attempt(
+            lambda: shared.load(plan.key, plan.scopes, plan.ttl, ran.calling(fetch), plan.codec)
+        )
+        result = self._sorted(attempt, ran, count)
+        if result is None:  # the tier broke before the fetch ran: run it here
+            attempt = _attempt(lambda: TierResult(ran.calling(fetch)(), "fetched"))
+            result = self._sorted(attempt, ran, count)
+        assert result is not None  # the fetch ran: its value, or its exception raised
         return result
 
     async def _afetch(
         self, plan: _Plan, fetch: Callable[[], Awaitable[Any]], count: bool
     ) -> TierResult:
-        """Step 2, async: as :meth:`_fetch`."""
+        """Step 2, async driver: as :meth:`_fetch`, the calls awaited."""
         if self.shared is None:
             self.counts.misses += count
             return TierResult(await fetch(), "fetched")
-        ran = _Ran()
-        try:
-            try:
-                result = await self.shared.aload(
-                    plan.key, plan.scopes, plan.ttl, ran.acalling(fetch), plan.codec
-                )
-            except Exception as error:
-                result = self._tier_fault(error, ran) or TierResult(
-                    await ran.acalling(fetch)(), "fetched"
-                )
-        except BaseException:
-            self.counts.misses += count
-            raise
-        if count:
+        ran, shared = _Ran(), self.shared
+        attempt = await _aattempt(
+            shared.aload(plan.key, plan.scopes, plan.ttl, ran.acalling(fetch), plan.codec)
+        )
+        result = self._sorted(attempt, ran, count)
+        if result is None:
+            attempt = await _aattempt(_fetched(ran.acalling(fetch)()))
+            result = self._sorted(attempt, ran, count)
+        assert result is not None
+        return result
+
+    def _sorted(self, attempt: _Attempt, ran: _Ran, count: bool) -> TierResult | None:
+        """What a call of the tier's load (or, after it broke, of the fetch) came to, counted:
+        the result, or ``None`` when the tier broke before the fetch ran (the driver then runs
+        the fetch itself). Raises what must reach the caller (see :meth:`_fault`)."""
+        returned, got = attempt
+        result: TierResult | None = got if returned else self._fault(got, ran, count)
+        if result is not None and count:
             self.counts.led(result.outcome)
         return result
 
-    def _tier_fault(self, error: Exception, ran: _Ran) -> TierResult | None:
-        """Sort out an exception out of the tier's load: the fetch's own, or the tier's fault.
+    def _fault(self, error: BaseException, ran: _Ran, count: bool) -> TierResult | None:
+        """Sort out an exception out of that call: the fetch's own, or the tier's fault.
 
         The tier should absorb its own failures (see ``tier.py``); one that does not is counted
-        as a shared error and never reaches the caller. The fetch's exception propagates
-        unchanged. A tier that broke after the fetch ran yields the fetched value; one that
-        broke before it yields ``None``: the caller then runs the fetch itself.
+        as a shared error and never reaches the caller: a tier that broke after the fetch ran
+        yields the fetched value, one that broke before it ``None``. The fetch's exception, and
+        any that is not an ``Exception`` (cancellation, ``KeyboardInterrupt``), propagate
+        unchanged.
         """
-        if ran.outcome is None:
-            self.counts.shared_faults += 1
-            return None
-        fetched, got = ran.outcome
-        if not fetched:
-            raise error if got is error else got
-        self.counts.shared_faults += 1
-        return TierResult(got, "fetched")
+        if isinstance(error, Exception):
+            if ran.outcome is None:
+                self.counts.shared_faults += 1
+                return None
+            fetched, got = ran.outcome
+            if fetched:
+                self.counts.shared_faults += 1
+                return TierResult(got, "fetched")
+            error = got  # the fetch's own exception, as the tier passed it on or not
+        self.counts.misses += count  # the fetch ran, and failed (or the call was stopped)
+        raise error
 
     def _commit(self, flight: Flight, plan: _Plan, result: TierResult) -> _Led:
         """Step 3: store the result, unless an invalidation detached the flight meanwhile."""
@@ -323,23 +351,47 @@ class _Leader:
             self._failed(plan)  # a flight of the key runs already, or no loop runs to refresh in
 
 
-class _ByKey:
-    """The key-level interface client adapters and the runtime call (lookup, load, aload,
-    invalidate_scope, drop_local, stats). :class:`WorkingMemory` adds the query-level interface
-    and builds the parts."""
+class _KeyedMemory:
+    """A cache by key, whole by itself: its parts, and the interface adapters and the runtime
+    call (lookup, load, aload, invalidate_scope, drop_local, stats).
 
-    _ttl: float
-    _refresh_after: float | None
-    _clock: Callable[[], float]
-    _copy: bool
-    _keys: KeyMemo
-    _counts: Counters
-    _flights: Group
-    _lock: threading.Lock
-    _shared: SharedTier | None
-    _store: Store
-    _settling: Settlements
-    _leader: _Leader
+    The adapters build their keys themselves (any hashable); queries, options and their checks
+    are :class:`WorkingMemory`'s. Arguments are taken as checked.
+    """
+
+    def __init__(
+        self,
+        max_entries: int,
+        ttl: float,
+        clock: Callable[[], float],
+        refresh_after: float | None,
+        shared: SharedTier | None,
+        copy: bool,
+    ) -> None:
+        self._lock = threading.Lock()  # serialises every change to the store
+        self._max_entries = max_entries
+        self._refresh_after = refresh_after
+        self._clock = clock
+        self._shared = shared
+        self._copy = copy
+        self._store = Store(max_entries, refresh_after)
+        self._ttl = ttl  # the default of a load, and of a set
+        self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
+        self._flights = Group()
+        self._counts = Counters()
+        self._settling = Settlements(clock, self._drop_settled)
+        self._leader = _Leader(
+            self._store,
+            self._lock,
+            self._flights,
+            self._counts,
+            self._settling,
+            shared,
+            clock,
+            copy,
+        )
+        if shared is not None:
+            shared.bind(self)
 
     def lookup(
         self,
@@ -522,7 +574,7 @@ class _ByKey:
             self._counts.shared_faults += 1
 
 
-class WorkingMemory(_ByKey, Generic[T]):
+class WorkingMemory(_KeyedMemory, Generic[T]):
     """An LRU + TTL cache of search results with single-flight fetching.
 
     Args (all keyword-only):
@@ -567,44 +619,20 @@ class WorkingMemory(_ByKey, Generic[T]):
             raise TypeError(f"max_entries must be an int, not {type(max_entries).__name__}")
         if max_entries < 1:
             raise ValueError(f"max_entries must be >= 1, got {max_entries}")
-        self._ttl = check_seconds("ttl", ttl)
+        ttl = check_seconds("ttl", ttl)
         if not callable(clock):
             raise TypeError(f"clock must be callable, not {type(clock).__name__}")
         if refresh_after is not None:
             refresh_after = check_seconds("refresh_after", refresh_after)
-            if refresh_after >= self._ttl:
-                raise ValueError(
-                    f"refresh_after must be below ttl ({self._ttl}), got {refresh_after}"
-                )
+            if refresh_after >= ttl:
+                raise ValueError(f"refresh_after must be below ttl ({ttl}), got {refresh_after}")
         if shared is not None and not _is_shared_tier(shared):
             raise TypeError(
                 f"shared must be a SharedTier (e.g. RedisTier), not {type(shared).__name__}"
             )
         if not isinstance(copy, bool):
             raise TypeError(f"copy must be a bool, not {type(copy).__name__}")
-        self._max_entries = max_entries
-        self._refresh_after = refresh_after
-        self._clock = clock
-        self._shared = shared
-        self._copy = copy
-        self._lock = threading.Lock()  # serialises every change to the store
-        self._store = Store(max_entries, refresh_after)
-        self._keys = KeyMemo(min(4096, max(64, 4 * max_entries)))
-        self._flights = Group()
-        self._counts = Counters()
-        self._settling = Settlements(clock, self._drop_settled)
-        self._leader = _Leader(
-            self._store,
-            self._lock,
-            self._flights,
-            self._counts,
-            self._settling,
-            shared,
-            clock,
-            copy,
-        )
-        if shared is not None:
-            shared.bind(self)
+        super().__init__(max_entries, ttl, clock, refresh_after, shared, copy)
 
     # -- configuration -------------------------------------------------------------------------
     @property

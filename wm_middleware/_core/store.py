@@ -151,10 +151,6 @@ class Store:
         entry = self._lru.get(key)
         return entry is not None and entry.expires > now
 
-    def unpinned(self) -> list[Key]:
-        """Unpinned keys, least recently used first."""
-        return list(self._lru)
-
     def keys_of(self, scope: Hashable) -> tuple[Key, ...]:
         """Keys of the entries carrying ``scope``."""
         keys = self._index.get(scope, _NO_KEY)

@@ -38,7 +38,9 @@ process's L1. How, in one place:
   read after a wait) is checked in constant time; one that does not verify (a writer without the
   secret put its own body under a live header, copied an entry to another key, or another secret
   sealed it) is a miss that leases and stores over it, counted in ``forged`` (outcome
-  ``forged``), logged once. Without a secret, whoever can write the keys chooses the values.
+  ``forged``), logged once. Without a secret, whoever can write the keys chooses the values. A
+  tier the settings make from a URL takes its secret from ``shared_secret`` (or
+  ``WM_MIDDLEWARE_SHARED_SECRET``).
 * **Sick Redis.** No retries (one immediate retry on a connection the server closed), a deadline
   of ``op_timeout`` on connecting and on each whole command, however slowly its reply trickles
   in, and a circuit breaker: after ``breaker_errors`` consecutive failures calls skip the tier

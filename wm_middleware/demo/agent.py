@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import math
+import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -21,7 +22,7 @@ from typing import Any
 
 from opentelemetry.trace import Span, SpanKind, Tracer
 
-from .._telemetry import OPERATION_NAME, capture_content_enabled
+from ..semconv import CAPTURE_CONTENT_ENV, OPERATION_NAME
 from .script import Turn
 
 __all__ = [
@@ -107,6 +108,12 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
+def capture_content() -> bool:
+    """Whether the application opted in to query text on spans, as the library reads it
+    (``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``)."""
+    return os.environ.get(CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
 def supermemory_tools_executor(tools: Any) -> Executor:
     """Run calls with ``SupermemoryTools.execute_tool_call`` (supermemory-openai-sdk).
 
@@ -179,7 +186,7 @@ class _AgentLoop:
     agent_name: str
     run: AgentRun = field(default_factory=AgentRun)
     origin: float = field(default_factory=time.perf_counter)  # call starts count from here
-    capture: bool = field(default_factory=capture_content_enabled)
+    capture: bool = field(default_factory=capture_content)
     calls_made: int = 0  # numbers the call ids: call_<turn>_<n>, n counted over the whole run
 
     def span(self, name: str, attributes: dict[str, Any]) -> AbstractContextManager[Any]:

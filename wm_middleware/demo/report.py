@@ -16,8 +16,8 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .._telemetry import SEARCH_MEMORY, WRITE_SPANS
-from .agent import TOOL_CALL_ID, TOOL_NAME, TURN_INDEX, TURN_SPAN
+from ..semconv import CACHE_RESULT, SEARCH_MEMORY, WRITE_SPANS
+from .agent import TOOL_CALL_ID, TOOL_NAME, TURN_INDEX, TURN_SPAN, percentile
 from .runner import DemoResult, RunResult
 from .script import NEW_MEMORY_MARK, turns
 
@@ -30,8 +30,11 @@ __all__ = [
     "export_report",
     "first_seen",
     "first_seen_line",
+    "hits_line",
+    "latency_by_result",
     "milliseconds",
     "percent",
+    "plural",
     "ratio",
     "saved_line",
     "summary",
@@ -65,6 +68,12 @@ def milliseconds(value: float, digits: int | None = None) -> str:
 def percent(share: float) -> str:
     """A share (0..1) as a whole percentage: ``0.5588`` -> ``56%``."""
     return f"{share:.0%}"
+
+
+def plural(count: int, word: str, words: str | None = None) -> str:
+    """``count`` and ``word``, in the plural unless ``count`` is 1: ``plural(1, "turn")`` is
+    ``1 turn``, ``plural(3, "process", "processes")`` is ``3 processes``."""
+    return f"{count} {word if count == 1 else (words or word + 's')}"
 
 
 def ratio(before: float, after: float) -> str:
@@ -134,6 +143,10 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
             "p95": _ms(agent.search_latency(0.95)),
             "p99": _ms(agent.search_latency(0.99)),
         },
+        "search_latency_p50_ms_by_result": {
+            name: _ms(percentile(seconds, 0.5))
+            for name, seconds in sorted(latency_by_result(run).items())
+        },
         "wall_ms": _ms(agent.seconds),
         "emulated_latency_s": None
         if run.emulated_latency is None
@@ -182,6 +195,7 @@ def summary(result: DemoResult) -> dict[str, Any]:
         "otlp_spans": _otlp_spans(result),
         "duration_s": result.options.duration,
         "rounds": {"uncached": result.uncached.rounds, "cached": result.cached.rounds},
+        "interrupted": result.interrupted,
         "runs": {"uncached": uncached, "cached": cached},
         "requests_saved": saved,
         "requests_saved_ratio": round(saved / result.uncached.upstream, 4)
@@ -296,11 +310,58 @@ def saved_line(result: DemoResult) -> Text:
         "  ·  ",
         ("wall time: ", "bold"),
         f"{fast:.0f} ms against {slow:.0f} ms ({ratio(slow, fast)})",
-        f"  ·  {result.options.turns} turns, ",
+        f"  ·  {plural(result.options.turns, 'turn')}, ",
         f"{result.options.latency_ms:g} ms emulated latency"
         if result.target == "emulator"
         else result.target,
     )
+
+
+def latency_by_result(run: RunResult) -> dict[str, list[float]]:
+    """The seconds of each of ``run``'s searches, by the cache result of its read (``hit``,
+    ``miss``, ``coalesced``, ``bypass``). A search's result is on the ``search_memory`` span
+    under its ``execute_tool`` span, matched by tool call id."""
+    by_id = {_span_id(s): s for s in run.spans}
+    results: dict[str, str] = {}
+    for span in run.spans:
+        if span.name != SEARCH_MEMORY or span.parent is None:
+            continue
+        parent = by_id.get(span.parent.span_id)
+        call_id = (parent.attributes or {}).get(TOOL_CALL_ID) if parent is not None else None
+        if call_id is not None:
+            results[str(call_id)] = str((span.attributes or {}).get(CACHE_RESULT, "?"))
+    found: dict[str, list[float]] = {}
+    for call in run.agent.searches:
+        found.setdefault(results.get(call.call_id, "?"), []).append(call.seconds)
+    return found
+
+
+def hits_line(result: DemoResult) -> Text:
+    """What a cached search costs: a hit answers in well under a millisecond with no request,
+    a miss waits on upstream as an uncached search does. The p50 of all cached searches, in
+    the table, mixes the two in the proportion of hits."""
+    by_result = latency_by_result(result.cached)
+    hits = by_result.get("hit", [])
+    waited = by_result.get("miss", []) + by_result.get("coalesced", [])
+    searches = len(result.cached.agent.searches)
+    uncached = result.uncached.agent.search_latency(0.5) * 1000
+    parts: list[str | tuple[str, str]] = [("Per search: ", "bold")]
+    if hits:
+        parts.append(
+            f"{len(hits)} of {searches} cached searches were hits, answered in "
+            f"{milliseconds(percentile(hits, 0.5) * 1000)} (p50) without a request; "
+        )
+    else:
+        parts.append(f"none of {searches} cached searches was a hit; ")
+    if waited:
+        parts.append(
+            f"the {len(waited)} misses and coalesced reads waited on upstream, "
+            f"{milliseconds(percentile(waited, 0.5) * 1000)} (p50), like the uncached "
+            f"searches ({milliseconds(uncached)})."
+        )
+    else:
+        parts.append(f"uncached, every search waited on upstream ({milliseconds(uncached)} p50).")
+    return Text.assemble(*parts)
 
 
 def _sentence(text: str) -> str:
@@ -325,7 +386,7 @@ def first_seen_line(result: DemoResult) -> Text | None:
 
     def said(name: str, found: FirstSeen) -> str:
         if found.turn is None:
-            return f"the {name} agent does not see it in the {result.options.turns} turns"
+            return f"the {name} agent does not see it in {plural(result.options.turns, 'turn')}"
         return (
             f"the {name} agent first sees it in turn {found.turn}, "
             f"{found.seconds_after_write or 0:.1f} s after the write"
@@ -413,7 +474,7 @@ def waterfall_data(result: DemoResult, turn: int | None = None) -> Waterfall | N
     for span in sorted(_descendants(spans, root), key=lambda s: s.start_time or 0):
         attributes = span.attributes or {}
         if span.name == SEARCH_MEMORY:
-            label = str(attributes.get("wm.cache.result", "?"))
+            label = str(attributes.get(CACHE_RESULT, "?"))
         elif span.name in WRITE_SPANS:
             label = "write"
         else:
@@ -454,7 +515,7 @@ def waterfall(result: DemoResult, console: Console) -> Group | Text:
     lines: list[Text] = [
         Text.assemble(
             (f"Trace of cached turn {data.turn} ({data.title})", "bold"),
-            f", {len(rows)} memory calls, {total:.1f} ms;"
+            f", {plural(len(rows), 'memory call')}, {total:.1f} ms;"
             " one row per working-memory span (Jaeger shows the same trace)",
         ),
         Text(f"{'':{name_width}}  0 ms{'':{max(0, bar_width - 12)}}{total:>8.1f} ms"),

@@ -14,7 +14,7 @@ import contextvars
 import logging
 import os
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,14 +24,14 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from .._core import CacheStats, WorkingMemory
-from .._instrumentor import instrument, uninstrument, wrap
-from .._telemetry import OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
-from .._telemetry.otlp import DeliveryCount, otlp_exporter, otlp_protocol, probe
+from .. import CacheStats, WorkingMemory, instrument, uninstrument, wrap
+from ..otlp import DeliveryCount, otlp_exporter, otlp_protocol, probe
+from ..semconv import CACHE_RESULT, OI_PROJECT, SEARCH_MEMORY, WRITE_SPANS
 from .agent import AgentRun, CallRecord, TurnRecord, run_agent, supermemory_tools_executor
-from .script import CONTAINER_TAG, SEED_MEMORIES, turns
+from .script import CONTAINER_TAG, DEMO_API_KEY, SEED_MEMORIES, turns
 
 __all__ = [
+    "DEFAULT_API_URL",
     "DEMO_API_KEY",
     "DemoError",
     "DemoOptions",
@@ -43,9 +43,10 @@ __all__ = [
     "otlp_target",
     "run_demo",
     "seed_emulator",
+    "target_of",
 ]
 
-DEMO_API_KEY = "sk-wm-demo"
+DEFAULT_API_URL = "https://api.supermemory.ai"  # the SDK's own default base URL
 SERVICE_NAMES = {"uncached": "agent-uncached", "cached": "agent-cached"}
 METRIC_EXPORT_MILLIS = 1000
 # Seeds the emulator's latency jitter: each run replays the same sequence of upstream latencies.
@@ -121,6 +122,7 @@ class RunResult:
     otlp: DeliveryCount | None = None  # spans delivered to / dropped by the OTLP collector
     # Seconds of emulated latency the first round's requests waited (None: the real API).
     emulated_latency: float | None = None
+    interrupted: bool = False  # Ctrl-C stopped the later rounds (``duration``)
 
 
 @dataclass(slots=True)
@@ -129,6 +131,31 @@ class DemoResult:
     target: str
     uncached: RunResult
     cached: RunResult
+
+    @property
+    def interrupted(self) -> bool:
+        """Ctrl-C stopped the rounds after the first (``duration``); the first is complete."""
+        return self.uncached.interrupted or self.cached.interrupted
+
+
+def api_url(options: DemoOptions) -> str:
+    """The API a run without the emulator talks to: ``base_url``, else the
+    ``SUPERMEMORY_BASE_URL`` the SDK reads, else the SDK's default."""
+    from_env = os.environ.get("SUPERMEMORY_BASE_URL", "").strip()
+    return options.base_url or from_env.rstrip("/") or DEFAULT_API_URL
+
+
+def target_of(options: DemoOptions) -> str:
+    """What the runs talk to, as the demo's first line says it."""
+    if options.uses_emulator:
+        return (
+            f"the emulator ({options.latency_ms:g} ms latency, "
+            f"{options.indexing_delay:g} s indexing)"
+        )
+    url = api_url(options)
+    if options.base_url is None and url != DEFAULT_API_URL:
+        return f"{url} (SUPERMEMORY_BASE_URL)"
+    return f"the Supermemory API ({url})" if url == DEFAULT_API_URL else url
 
 
 def otlp_target(endpoint: str | None) -> tuple[str | None, bool]:
@@ -350,7 +377,7 @@ def _httpx_traced() -> Iterator[bool]:
 def _result_counts(spans: Sequence[ReadableSpan]) -> dict[str, int]:
     counts: dict[str, int] = {}
     for span in spans:
-        result = (span.attributes or {}).get("wm.cache.result")
+        result = (span.attributes or {}).get(CACHE_RESULT)
         if span.name == SEARCH_MEMORY and isinstance(result, str):
             counts[result] = counts.get(result, 0) + 1
     return counts
@@ -400,6 +427,7 @@ class _Played:
     waited: float | None
     rounds: int = 1
     recorded: int = 0
+    interrupted: bool = False
 
 
 async def _play(
@@ -436,11 +464,16 @@ async def _play(
         upstream() - start if upstream is not None else 0,
         waited() if waited is not None else None,
     )
-    while options.duration is not None and time.monotonic() - began < options.duration:
-        played.recorded += len(exporter.get_finished_spans())
-        exporter.clear()
-        await run_agent(script, execute, tracer=tracer, pause=options.pause)
-        played.rounds += 1
+    try:
+        while options.duration is not None and time.monotonic() - began < options.duration:
+            played.recorded += len(exporter.get_finished_spans())
+            exporter.clear()
+            await run_agent(script, execute, tracer=tracer, pause=options.pause)
+            played.rounds += 1
+    except asyncio.CancelledError:
+        # Ctrl-C in a later round (see _side_by_side): it stops there, and the first round,
+        # measured in full, is still reported.
+        played.interrupted = True
     return played
 
 
@@ -527,6 +560,7 @@ def _run_result(
         spans_recorded=played.recorded,
         otlp=providers.delivery,
         emulated_latency=played.waited,
+        interrupted=played.interrupted,
     )
 
 
@@ -553,9 +587,7 @@ async def run_demo(
             api_key = options.api_key or os.environ.get("SUPERMEMORY_API_KEY", "")
             if not api_key:
                 raise ValueError("--base-url needs --api-key or SUPERMEMORY_API_KEY")
-            target = options.base_url or os.environ.get(
-                "SUPERMEMORY_BASE_URL", "https://api.supermemory.ai"
-            )
+            target = api_url(options)
             await _seed_api(api_key, target)
 
             def real(name: str, alone: bool) -> Any:
@@ -571,7 +603,7 @@ async def run_demo(
                 )
 
             if options.duration is not None:
-                uncached, cached = await asyncio.gather(
+                uncached, cached = await _side_by_side(
                     real("uncached", False), real("cached", False)
                 )
             else:
@@ -579,6 +611,27 @@ async def run_demo(
                 cached = await real("cached", True)
             return DemoResult(options, target, uncached, cached)
         return await _emulated(options, progress, meters)
+
+
+async def _side_by_side(
+    first: Coroutine[Any, Any, RunResult], second: Coroutine[Any, Any, RunResult]
+) -> tuple[RunResult, RunResult]:
+    """Both deployments at once (``duration``). Ctrl-C cancels this task (``asyncio.run``
+    does); each run then stops replaying and returns its first round, which is reported. Ctrl-C
+    before a run's first round is over still ends the demo (``KeyboardInterrupt``)."""
+    tasks = (asyncio.ensure_future(first), asyncio.ensure_future(second))
+    try:
+        await asyncio.wait(tasks)
+    except asyncio.CancelledError:
+        for task in tasks:
+            task.cancel()
+        await asyncio.wait(tasks)
+        if any(task.cancelled() for task in tasks):
+            raise
+        current = asyncio.current_task()
+        if current is not None:
+            current.uncancel()  # handled: the runs return what they measured
+    return tasks[0].result(), tasks[1].result()
 
 
 def _emulator(options: DemoOptions, jitter: tuple[float, float]) -> Any:
@@ -614,7 +667,7 @@ async def _emulated(options: DemoOptions, progress: Progress, meters: dict[str, 
             _emulator(options, jitter) as first,
             _emulator(options, jitter) as second,
         ):
-            uncached, cached = await asyncio.gather(
+            uncached, cached = await _side_by_side(
                 run("uncached", first, False), run("cached", second, False)
             )
             return DemoResult(options, "emulator", uncached, cached)

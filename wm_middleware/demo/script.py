@@ -15,6 +15,7 @@ from typing import Any
 
 __all__ = [
     "CONTAINER_TAG",
+    "DEMO_API_KEY",
     "NEW_MEMORY",
     "NEW_MEMORY_MARK",
     "REPEATED_QUERY",
@@ -26,6 +27,7 @@ __all__ = [
 ]
 
 CONTAINER_TAG = "user-alex"
+DEMO_API_KEY = "sk-wm-demo"  # the emulator's tenant for the demo's memories
 
 SEED_MEMORIES: tuple[dict[str, Any], ...] = (
     {"content": "Alex has a severe peanut allergy and carries an EpiPen.", "static": True},
