@@ -32,8 +32,8 @@ generation's client; ``client`` stays uncached. Every option of ``instrument()``
 keyword-only; a setting not passed comes from its ``WM_MIDDLEWARE_*`` variable, else its default
 (``cache``, ``max_entries``, ``ttl``, ``refresh_after``, ``shared``, ``shared_secret``,
 ``store_id``, ``freshness``, ``settle_interval``, ``settle_max``, ``openinference``,
-``trace_hits``, ``httpx``: the table is in docs/configuration.md). ``instrument()`` imports no
-client library: each is patched when the application imports it.
+``trace_hits``, ``httpx``, ``semantic``: the table is in docs/configuration.md). ``instrument()``
+imports no client library: each is patched when the application imports it.
 
 Under ``opentelemetry-instrument`` (the loader instruments with the ``WM_MIDDLEWARE_*``
 variables), the working memory in use is ``WorkingMemoryInstrumentor().working_memory``. The
@@ -48,6 +48,8 @@ Loaded on first use, so that what they depend on is imported only when needed:
 * ``configure_otlp``: SDK providers exporting over OTLP (the ``otlp`` extra);
 * ``WorkingMemoryInstrumentor``: the ``opentelemetry-instrument`` loader's entry point (its base
   class's module imports packaging and importlib.metadata);
+* ``SemanticReuse``: the near-duplicate shadow mode's configuration (``semantic=``; see
+  :mod:`wm_middleware.semantic`);
 * ``CacheStats``: what ``WorkingMemory.stats()`` returns (a dataclass: :mod:`dataclasses` is
   imported by the first ``stats()``, not at start-up).
 
@@ -74,6 +76,7 @@ __all__ = [
     "CacheStats",
     "CachingTransport",
     "RedisTier",
+    "SemanticReuse",
     "WorkingMemory",
     "WorkingMemoryInstrumentor",
     "__version__",
@@ -92,6 +95,7 @@ _LAZY = {
     "CacheStats": "._core.stats",
     "CachingTransport": "._adapters.httpx_transport",
     "RedisTier": "._redis",
+    "SemanticReuse": ".semantic",
     "WorkingMemoryInstrumentor": "._loader",
     "configure_otlp": "._telemetry.otlp",
 }

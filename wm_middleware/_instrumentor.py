@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
     from ._core import SharedTier
     from ._runtime import Runtime
+    from .semantic import SemanticReuse
 
     P = ParamSpec("P")
     R = TypeVar("R")
@@ -109,6 +110,7 @@ def _runtime(
         freshness=settings.freshness,
         settle_interval=settings.settle_interval,
         settle_max=settings.settle_max,
+        semantic=settings.semantic,
     )
 
 
@@ -311,6 +313,7 @@ def instrument(
     settle_interval: float | None = None,
     settle_max: float | None = None,
     openinference: bool | None = None,
+    semantic: str | SemanticReuse | None = None,
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
 
@@ -341,6 +344,9 @@ def instrument(
         freshness, settle_interval, settle_max: reads after a write wait for it to be indexed,
             checking every ``settle_interval`` seconds for at most ``settle_max``.
         openinference: also set OpenInference attributes on spans.
+        semantic: ``"shadow"`` or a :class:`~wm_middleware.semantic.SemanticReuse`: compare each
+            miss with the nearest cached query of its partition, counted in the ``near_*``
+            stats (never changes an answer); ``"off"`` (the default) does nothing.
 
     Raises:
         TypeError, ValueError: a bad argument or variable (the message names it), an option
@@ -394,6 +400,7 @@ def wrap(
     settle_interval: float | None = None,
     settle_max: float | None = None,
     openinference: bool | None = None,
+    semantic: str | SemanticReuse | None = None,
 ) -> Any:
     """A cached copy of ``client``, without monkeypatching anything.
 

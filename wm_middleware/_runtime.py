@@ -29,6 +29,9 @@ from ._telemetry import ReadObservation, Telemetry
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
+    from ._near.shadow import Shadow
+    from .semantic import SemanticReuse
+
 __all__ = ["Runtime", "handled_outside"]
 
 T = TypeVar("T")
@@ -108,6 +111,8 @@ class Runtime:
             while a write of it is pending.
         settle_max: the longest a scope settles after a write, in seconds; normal caching
             resumes after it even if the documents never finish.
+        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`): each miss is
+            compared with the nearest cached query of its partition; ``None``: off.
 
     Raises:
         ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
@@ -117,7 +122,7 @@ class Runtime:
     the application set itself is left in place.
     """
 
-    __slots__ = ("_refreshes", "cache", "freshness", "memory", "telemetry")
+    __slots__ = ("_refreshes", "cache", "freshness", "memory", "near", "telemetry")
 
     def __init__(
         self,
@@ -128,6 +133,7 @@ class Runtime:
         freshness: bool = True,
         settle_interval: float = 1.0,
         settle_max: float = 60.0,
+        semantic: SemanticReuse | None = None,
     ):
         self.freshness = Freshness(
             memory, telemetry, enabled=freshness, interval=settle_interval, settle_max=settle_max
@@ -136,6 +142,11 @@ class Runtime:
         self._refreshes = memory.refresh_after is not None  # fixed for a memory's life
         self.telemetry = telemetry
         self.cache = cache
+        self.near: Shadow | None = None
+        if semantic is not None:
+            from ._near.shadow import Shadow  # only with the shadow mode on
+
+            self.near = Shadow(semantic, memory, telemetry)
         telemetry.watch(memory)
         _hear_tier(memory, telemetry)
 
@@ -155,19 +166,23 @@ class Runtime:
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        near = None if self.near is None else self.near.begin(read)  # only a miss gets here
         with _failing(observation):
             loaded = self.memory.load(
                 read.key,
                 observation.fetching(_encoded(read, fetch)),
                 **self._loading(observation, read),
             )
-        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+        value = read.decode(loaded.value)
+        if near is not None and self.near is not None:
+            self.near.finish(near, loaded.outcome, value, observation)
+        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory).
 
         Under another event loop than asyncio (trio, through anyio) a miss loads in a worker
-        thread (see :func:`_load_elsewhere`), so concurrent callers share one fetch there too.
+        thread (see :func:`_in_worker_thread`), so concurrent callers share one fetch there too.
         """
         route = self._route()
         if route is _PASS:
@@ -182,13 +197,17 @@ class Runtime:
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        near = None if self.near is None else self.near.begin(read)
         with _failing(observation):
             loaded = await self.memory.aload(
                 read.key,
                 observation.afetching(_aencoded(read, fetch)),
                 **self._loading(observation, read),
             )
-        return self._done(observation, read, loaded)  # type: ignore[no-any-return]
+        value = read.decode(loaded.value)
+        if near is not None and self.near is not None:
+            await self.near.afinish(near, loaded.outcome, value, observation)
+        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
 
     async def _aread_elsewhere(self, read: Read, fetch: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`aread` under an event loop that is not asyncio: the lookup here, the load (and
@@ -206,11 +225,16 @@ class Runtime:
         if value is not MISSING:
             return value
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
+        near = None if self.near is None else self.near.begin(read)
         with _failing(observation):
-            loaded = await _load_elsewhere(
+            loaded = await _in_worker_thread(
                 lambda: self.memory.load(read.key, fetch_here, **self._loading(observation, read))
             )
-        return self._done(observation, read, loaded)
+        value = read.decode(loaded.value)
+        shadow = self.near
+        if near is not None and shadow is not None:  # its wait for a vector blocks a thread
+            await _in_worker_thread(lambda: shadow.finish(near, loaded.outcome, value, observation))
+        return self._done(observation, loaded, value)
 
     def _look_up(
         self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
@@ -254,13 +278,13 @@ class Runtime:
         return None
 
     @staticmethod
-    def _done(observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
-        """Decode a read that went past the lock-free lookup and finish its observation.
+    def _done(observation: ReadObservation, loaded: Loaded, value: Any) -> Any:
+        """Finish the observation of a read that went past the lock-free lookup, decoded as
+        ``value``.
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
         ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
-        value = read.decode(loaded.value)
         observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value
 
@@ -401,16 +425,16 @@ def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Call
     return call
 
 
-async def _load_elsewhere(load: Callable[[], Loaded]) -> Loaded:
-    """Run ``load`` in a worker thread of the caller's loop (anyio's, so trio's too).
+async def _in_worker_thread(call: Callable[[], T]) -> T:
+    """Run ``call`` in a worker thread of the caller's loop (anyio's, so trio's too).
 
-    There it leads or joins the key's flight like any thread: callers on that loop, threads and
-    asyncio tasks share one fetch. The caller waits for its thread even when cancelled (the
+    A load there leads or joins the key's flight like any thread: callers on that loop, threads
+    and asyncio tasks share one fetch. The caller waits for its thread even when cancelled (the
     fetch it may lead serves the others).
     """
     import anyio.to_thread
 
-    return await anyio.to_thread.run_sync(load)
+    return await anyio.to_thread.run_sync(call)
 
 
 @contextmanager

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from typing import Any, Final
 
     from ._core import SharedTier
+    from .semantic import SemanticReuse
 
 __all__ = [
     "CACHE",
@@ -39,6 +40,7 @@ __all__ = [
     "OPENINFERENCE",
     "OPTIONS",
     "REFRESH_AFTER",
+    "SEMANTIC",
     "SETTLE_INTERVAL",
     "SETTLE_MAX",
     "SHARED_SECRET",
@@ -106,6 +108,11 @@ HTTPX: Final = "WM_MIDDLEWARE_HTTPX"
 """``true|false``: ``instrument()`` also caches plain ``httpx`` clients calling the API paths.
 Default ``false``. ``wrap()`` has no use for it."""
 
+SEMANTIC: Final = "WM_MIDDLEWARE_SEMANTIC"
+"""``off|shadow``: ``shadow`` compares each miss with the nearest cached query of its partition
+and counts whether reusing it would have given the same answer (never changes an answer; see
+docs/semantic.md). Default ``off``."""
+
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
 
@@ -163,6 +170,24 @@ def _tier(value: object, name: str) -> str | SharedTier:
 
     if importlib.util.find_spec("redis") is None:
         raise ImportError(f"{name} needs redis-py: pip install 'wm-middleware[redis]'")
+    return value
+
+
+def _semantic(value: object, name: str) -> SemanticReuse | None:
+    """``off`` (``None``), ``shadow`` (the default configuration) or a ``SemanticReuse``."""
+    if isinstance(value, str):
+        if value.strip().lower() == "off":
+            return None  # and wm_middleware.semantic stays unimported
+        if value.strip().lower() != "shadow":
+            raise ValueError(f"{name} must be off or shadow, got {value!r}")
+    from .semantic import SemanticReuse  # here: only the shadow mode needs it
+
+    if isinstance(value, str):
+        return SemanticReuse()
+    if not isinstance(value, SemanticReuse):
+        raise TypeError(
+            f"{name} must be 'off', 'shadow' or a SemanticReuse, not {type(value).__name__}"
+        )
     return value
 
 
@@ -227,6 +252,7 @@ _SECONDS: Final = ValueKind(
 _TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text, _shown_tier)
 _SECRET: Final = ValueKind("a non-empty secret", _secret, _parse_text, _hidden)
 _NAME: Final = ValueKind("a name", _name, _parse_text)
+_SEMANTIC: Final = ValueKind("off, shadow or a SemanticReuse", _semantic, _parse_text)
 
 
 class Option:
@@ -316,6 +342,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "a span per cache hit (false: hits are counted in metrics only)"),
     Option("httpx", HTTPX, False, _BOOLEAN,
            "instrument() also caches plain httpx clients calling the API paths"),
+    Option("semantic", SEMANTIC, None, _SEMANTIC,
+           "shadow: each miss is compared with the nearest cached query of its partition "
+           "(never served; unset: off)"),
 )
 # fmt: on
 
@@ -347,6 +376,7 @@ class Settings:
     openinference: bool
     trace_hits: bool
     httpx: bool
+    semantic: SemanticReuse | None
 
     def __init__(self, **values: Any) -> None:
         """Every field by keyword (:meth:`resolve` checks the values)."""

@@ -101,13 +101,17 @@ def test_instrument_imports_nothing_heavy_and_a_library_imported_later_is_patche
 
 
 # What instrument() never needs to patch a client library already imported: the loader's
-# instrumentation package, the shared tier, the emulator, the OTLP set-up, the adapters of
+# instrumentation package, the shared tier (its import-light URL schemes apart, which the settings
+# check a ``shared`` URL with; redis-py never), the emulator, the OTLP set-up, the adapters of
 # libraries not imported or not asked for, and the stats dataclass.
 NOT_FOR_PATCHING = (
     "opentelemetry.instrumentation",
     "opentelemetry.sdk",
     "wm_middleware._loader",
-    "wm_middleware._redis",
+    "redis",
+    "wm_middleware._redis.tier",
+    "wm_middleware._redis.connections",
+    "wm_middleware._redis.protocol",
     "wm_middleware.emulator",
     "wm_middleware.demo",
     "wm_middleware._telemetry.otlp",

@@ -19,6 +19,7 @@ from wm_middleware import WorkingMemory, WorkingMemoryInstrumentor
 from wm_middleware._runtime import Runtime
 from wm_middleware._settings import OPTIONS, Settings, table
 from wm_middleware.emulator import EmulatorServer
+from wm_middleware.semantic import SemanticReuse
 
 from ..interception.conftest import Generation
 
@@ -39,6 +40,7 @@ SAMPLES: dict[str, tuple[str, Any, Any]] = {
     "openinference": ("yes", True, False),
     "trace_hits": ("0", False, True),
     "httpx": ("on", True, False),
+    "semantic": ("Shadow", SemanticReuse(), SemanticReuse(min_similarity=0.95)),
 }
 BAD: dict[str, str] = {
     "cache": "maybe",
@@ -54,6 +56,7 @@ BAD: dict[str, str] = {
     "openinference": "sometimes",
     "trace_hits": "sometimes",
     "httpx": "2",
+    "semantic": "serve",
 }
 VARIABLES = {option.field: option.variable for option in OPTIONS}
 # field -> the arguments it is resolved beside: a secret is for a tier made from a URL
@@ -95,6 +98,7 @@ def test_the_brief_defaults() -> None:
         openinference=False,
         trace_hits=True,
         httpx=False,
+        semantic=None,
     )
 
 
@@ -168,6 +172,8 @@ def test_a_repr_of_the_settings_shows_the_secret_as_stars_whatever_its_source() 
         ("shared_secret", b"", ValueError),
         ("shared_secret", 1234, TypeError),
         ("openinference", 1, TypeError),
+        ("semantic", "serve", ValueError),
+        ("semantic", 0.9, TypeError),
     ],
 )
 def test_a_bad_argument_names_the_argument(field: str, value: Any, error: type[Exception]) -> None:

@@ -482,6 +482,18 @@ class _KeyedMemory:
         )
         return self._leader.loaded(led, leading, info, leader)
 
+    def holds(self, key: Key) -> bool:
+        """True when ``key`` has a live entry. Counts nothing and does not refresh recency."""
+        return self._store.has(key, self._clock())
+
+    def count_near(self, verdict: str) -> None:
+        """Count one near-duplicate shadow comparison: ``verdict`` is one of :data:`NEAR`
+        (``agreed`` and ``disagreed`` also count a candidate)."""
+        near = self._counts.near
+        near[verdict] += 1  # a KeyError for a verdict that is none
+        if verdict in ("agreed", "disagreed"):
+            near["candidates"] += 1
+
     def invalidate_scope(self, *scopes: Hashable) -> int:
         """Drop every entry carrying any of ``scopes``; return how many were dropped here.
 

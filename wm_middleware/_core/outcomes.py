@@ -15,7 +15,10 @@ if TYPE_CHECKING:
 
     from .stats import CacheStats
 
-__all__ = ["MISSING", "SERVED", "Counters", "Loaded", "TierResult"]
+__all__ = ["MISSING", "NEAR", "SERVED", "Counters", "Loaded", "TierResult"]
+
+NEAR: Final = ("candidates", "agreed", "disagreed", "vetoed", "errors")
+"""What a near-duplicate shadow comparison counts (``CacheStats.near_*``)."""
 
 if TYPE_CHECKING:  # the vocabulary, for type checkers (and readers)
     Outcome = Literal["hit", "miss", "coalesced"]
@@ -61,7 +64,15 @@ class Counters:
     counted by the flight group (``Group.joined``), not here.
     """
 
-    __slots__ = ("coalesced", "hits", "misses", "shared_faults", "shared_hits", "shared_waits")
+    __slots__ = (
+        "coalesced",
+        "hits",
+        "misses",
+        "near",
+        "shared_faults",
+        "shared_hits",
+        "shared_waits",
+    )
 
     def __init__(self) -> None:
         self.hits = 0
@@ -70,6 +81,9 @@ class Counters:
         self.shared_hits = 0
         self.shared_waits = 0
         self.shared_faults = 0  # tier exceptions the tier should have absorbed itself
+        # Near-duplicate shadow comparisons by verdict (candidates, agreed, disagreed, vetoed,
+        # errors), counted by the runtime's shadow mode through WorkingMemory.count_near.
+        self.near = dict.fromkeys(NEAR, 0)
 
     def led(self, outcome: LeaderOutcome) -> None:
         """Count the lookup of a flight's leader by what it found."""
@@ -106,6 +120,11 @@ class Counters:
             shared_hits=self.shared_hits,
             shared_waits=self.shared_waits,
             shared_errors=self.shared_faults + tier_errors,
+            near_candidates=self.near["candidates"],
+            near_agreed=self.near["agreed"],
+            near_disagreed=self.near["disagreed"],
+            near_vetoed=self.near["vetoed"],
+            near_errors=self.near["errors"],
         )
 
 

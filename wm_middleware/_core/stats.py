@@ -28,6 +28,12 @@ class CacheStats:
     that waited for another process's fetch is ``coalesced`` and also a ``shared_wait``; ``misses``
     are the fetches this process ran. ``shared_errors`` are tier operations that failed or timed
     out and were treated as a miss.
+
+    Near-duplicate shadow mode (``semantic``; all zero when off), one count per miss compared:
+    ``near_candidates`` misses had a cached query of their partition as a candidate, of which
+    ``near_agreed`` would have been answered alike and ``near_disagreed`` not; ``near_vetoed``
+    had near queries that a veto all refused; ``near_errors`` could not be compared because the
+    embedding failed or ran out of time. See :func:`wm_middleware.semantic.report`.
     """
 
     hits: int = 0
@@ -41,6 +47,11 @@ class CacheStats:
     shared_hits: int = 0
     shared_waits: int = 0
     shared_errors: int = 0
+    near_candidates: int = 0
+    near_agreed: int = 0
+    near_disagreed: int = 0
+    near_vetoed: int = 0
+    near_errors: int = 0
 
     @property
     def lookups(self) -> int:

@@ -59,6 +59,11 @@ LINK_KIND: Final = "wm.link"  # on the link of a coalesced read to its leader
 COALESCED_INTO: Final = "coalesced_into"
 SHARED_OUTCOME: Final = "wm.shared.outcome"
 RESULTS: Final = ("hit", "miss", "coalesced", "bypass")
+# Near-duplicate shadow mode, on a miss's span (wm_middleware.semantic).
+NEAR_SIMILARITY: Final = "wm.cache.near.similarity"  # of the candidate, else of the nearest
+NEAR_VERDICT: Final = "wm.cache.near.verdict"  # agreed | disagreed | vetoed | none | error
+NEAR_VETO: Final = "wm.cache.near.veto"  # the rule that refused the nearest
+NEAR_QUERY: Final = "wm.cache.near.query"  # the candidate's query: content capture only
 
 # -- attribute names: OpenInference (opt-in) ----------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -80,6 +85,7 @@ CACHE_EXPIRATIONS: Final = "wm.cache.expirations"
 CACHE_INVALIDATIONS: Final = "wm.cache.invalidations"
 SHARED_OPERATIONS: Final = "wm.shared.operations"
 SHARED_DURATION: Final = "wm.shared.duration"
+NEAR_COMPARISONS: Final = "wm.cache.near"  # misses compared, by wm.cache.near.verdict
 
 # Sub-millisecond buckets for hits, then buckets every 25-50 ms through 50-300 ms, where
 # upstream memory searches land (with 100 -> 500 ms a 110 ms call read as p50 ~ 200 ms). Both

@@ -339,6 +339,7 @@ def _two_runs(args: argparse.Namespace) -> int:
         latency_ms=args.latency_ms,
         api_key=args.api_key,
         base_url=args.base_url,
+        semantic=args.semantic,
         **indexing,
         **export,
     )
@@ -397,6 +398,10 @@ def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: A
             out.print(seen)
         out.print()
         out.print(waterfall(result, out))
+        if args.semantic == "shadow":
+            from wm_middleware.semantic import report
+
+            out.print(f"near-duplicates, cached run: {report(result.cached.stats)}")
     if not args.html:
         return True
     from .html import write_report
@@ -506,6 +511,14 @@ DEMO = Command(
                 "type": _http_url,
                 "metavar": "URL",
                 "help": "Supermemory API base URL (with --api-key or SUPERMEMORY_API_KEY)",
+            },
+        ),
+        (
+            "--semantic",
+            {
+                "choices": ["off", "shadow"],
+                "help": "shadow: the cached run compares each miss with the nearest cached query "
+                "and prints what serving near-duplicates would have saved and risked",
             },
         ),
         (

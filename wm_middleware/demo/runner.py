@@ -96,6 +96,7 @@ class DemoOptions:
     otlp_protocol: str | None = None  # grpc | http/protobuf; None: OTEL_EXPORTER_OTLP_PROTOCOL
     duration: float | None = None  # seconds: keep both deployments running, side by side
     otlp_metrics: bool = True
+    semantic: str | None = None  # "shadow": the cached run compares its misses (docs/semantic.md)
 
     @property
     def uses_emulator(self) -> bool:
@@ -385,17 +386,21 @@ def _result_counts(spans: Sequence[ReadableSpan]) -> dict[str, int]:
 
 @contextmanager
 def _caching(
-    name: str, tools: Any, providers: _Providers, *, alone: bool
+    name: str, tools: Any, providers: _Providers, *, alone: bool, semantic: str | None = None
 ) -> Iterator[WorkingMemory[Any]]:
     """The run's cache layer: ``instrument()`` when the run is alone in the process; with the
     other run alongside (``duration``), a wrapped copy of the tools' own client instead, since
     ``instrument()`` patches the SDK once per process. The uncached run reads with
     ``cache=False`` (recorded as ``bypass``) either way."""
     cached = name == "cached"
+    semantic = semantic if cached else None
     tracer_provider, meter_provider = providers.tracer_provider, providers.meter_provider
     if alone:
         memory = instrument(
-            tracer_provider=tracer_provider, meter_provider=meter_provider, cache=cached
+            tracer_provider=tracer_provider,
+            meter_provider=meter_provider,
+            cache=cached,
+            semantic=semantic,
         )
         try:
             yield memory
@@ -407,6 +412,7 @@ def _caching(
         cache=cached,
         tracer_provider=tracer_provider,
         meter_provider=meter_provider,
+        semantic=semantic,
     )
     memory = wrapped.working_memory
     original, tools.client = tools.client, wrapped
@@ -501,7 +507,7 @@ async def _run(
     start = upstream() if upstream is not None else 0
     try:
         with (
-            _caching(name, tools, providers, alone=alone) as memory,
+            _caching(name, tools, providers, alone=alone, semantic=options.semantic) as memory,
             _traced_http(providers.tracer_provider),
         ):
             execute = supermemory_tools_executor(tools)

@@ -1,0 +1,334 @@
+"""The shadow mode of one runtime: an index of cached queries, and what a miss does beside it.
+
+On a miss (:meth:`Shadow.begin`, before the fetch) the read's partition is found and its query's
+vector started: at once for the lexical form, in a worker thread for an embedder, so that it
+runs while the fetch does. When the fetch returns (:meth:`Shadow.finish` / :meth:`afinish`,
+before the read's span ends) the miss waits at most ``timeout`` more for the vector, finds the
+nearest live cached query of its partition that passes the threshold and every veto, compares
+the two answers' record ids, counts the verdict, and adds its own query to the index. The caller
+gets the fetched answer whatever happens here: every step is guarded, and a failure is counted
+in ``near_errors`` and logged once.
+
+Hard cases, on purpose:
+
+* **A hanging embedder.** The miss waits ``timeout`` and goes on; at most :data:`_WORKERS`
+  embeddings run at once, and a miss finding them all busy is an error at once, so a hung
+  embedder costs a few parked threads, never a slower read. A late vector is still indexed.
+* **Memory.** The index holds one record (query words, vector, answer ids) per cached entry,
+  at most the memory's ``max_entries``, oldest dropped first; a record whose entry is gone
+  (evicted, expired, invalidated) is dropped when its partition is next looked at. A lookup
+  reads at most the partition's records.
+* **Tenants.** A partition starts with the key's tenant: another tenant's queries are never
+  looked at.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Hashable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
+
+from .. import _logs
+from .._telemetry.names import (
+    NEAR_COMPARISONS,
+    NEAR_QUERY,
+    NEAR_SIMILARITY,
+    NEAR_VERDICT,
+    NEAR_VETO,
+)
+from .answers import agree, ids_of, partition_of
+from .text import Words
+
+if TYPE_CHECKING:
+    from .._calls import Read
+    from .._core import WorkingMemory
+    from .._telemetry import ReadObservation, Telemetry
+    from ..semantic import SemanticReuse, Vector
+
+__all__ = ["Pending", "Shadow", "Verdict"]
+
+_WORKERS: Final = 4  # embeddings running at once, hung ones included
+
+
+class _Record(NamedTuple):
+    """One cached query: its entry's key, words, vector and answer ids."""
+
+    key: Hashable
+    words: Words
+    vector: Vector
+    ids: tuple[str, ...] | None
+
+
+class Pending(NamedTuple):
+    """A miss's shadow work between its fetch's start and end."""
+
+    key: Hashable
+    partition: Hashable
+    query: str
+    vector: Future[Any]
+
+
+class Verdict(NamedTuple):
+    """What a miss's comparison found (``similarity`` of the candidate, else of the nearest;
+    ``near``: the candidate's query text)."""
+
+    verdict: str
+    similarity: float | None = None
+    veto: str | None = None
+    near: str | None = None
+
+
+class Shadow:
+    """The index and the comparisons of one runtime's shadow mode.
+
+    ``_lock`` guards ``_partitions``, ``_order`` and ``_running``; similarities, vetoes and the
+    embedder run outside it.
+    """
+
+    def __init__(
+        self, semantic: SemanticReuse, memory: WorkingMemory[Any], telemetry: Telemetry
+    ) -> None:
+        self.semantic = semantic
+        self._memory = memory
+        self._telemetry = telemetry
+        self._lock = threading.Lock()
+        self._partitions: dict[Hashable, dict[Hashable, _Record]] = {}
+        self._order: OrderedDict[Hashable, Hashable] = OrderedDict()  # key -> its partition
+        self._running = 0
+        self._logged = False
+        self._counter: Any = None
+        try:  # telemetry never breaks a call, nor the instrument() that makes this
+            self._counter = telemetry.instruments.meter.create_counter(
+                NEAR_COMPARISONS,
+                unit="{miss}",
+                description="Misses compared with a near-duplicate cached query, by verdict.",
+            )
+        except Exception:
+            pass
+
+    def __len__(self) -> int:
+        """Cached queries indexed now."""
+        return len(self._order)
+
+    # -- a miss -------------------------------------------------------------------------------
+    def begin(self, read: Read) -> Pending | None:
+        """Start a miss's shadow work; ``None`` when its read has no partition (or failed)."""
+        try:
+            query = read.query
+            partition = partition_of(read.key, query)
+            if partition is None or query is None:
+                return None
+            return Pending(read.key, partition, query, self._vector(query))
+        except Exception as error:
+            self._failed(error)
+            return None
+
+    def finish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
+        """End a miss's shadow work once its fetch returned ``value`` (this call led it)."""
+        if outcome != "miss":
+            return  # a hit or a joined fetch: not a miss of this call
+        try:
+            vector = pending.vector.result(timeout=self.semantic.timeout)
+        except Exception as error:
+            self._late(pending, value, error, observation)
+            return
+        self._settle(pending, vector, value, observation)
+
+    async def afinish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
+        """Async :meth:`finish`: the wait for the vector does not block the event loop."""
+        if outcome != "miss":
+            return
+        if not pending.vector.done():
+            await _waited(pending.vector, self.semantic.timeout)
+        if not pending.vector.done():
+            self._late(pending, value, TimeoutError("the embedding ran out of time"), observation)
+            return
+        error = pending.vector.exception()
+        if error is not None:
+            self._late(pending, value, error, observation)
+            return
+        self._settle(pending, pending.vector.result(), value, observation)
+
+    # -- the steps ------------------------------------------------------------------------------
+    def _vector(self, query: str) -> Future[Any]:
+        """The query's vector: computed now (lexical), or by a worker thread (an embedder)."""
+        future: Future[Any] = Future()
+        if self.semantic.embed is None:
+            future.set_result(self.semantic.vectors([query])[0])
+            return future
+        with self._lock:
+            busy = self._running >= _WORKERS
+            if not busy:
+                self._running += 1
+        if busy:
+            future.set_exception(TimeoutError("every embedding worker is busy"))
+            return future
+        thread = threading.Thread(
+            target=self._embed, args=(query, future), name="wm-near-embed", daemon=True
+        )
+        thread.start()
+        return future
+
+    def _embed(self, query: str, future: Future[Any]) -> None:
+        try:
+            future.set_result(self.semantic.vectors([query])[0])
+        except BaseException as error:  # the embedder's: reported by the miss waiting for it
+            future.set_exception(error)
+        finally:
+            with self._lock:
+                self._running -= 1
+
+    def _settle(self, pending: Pending, vector: Vector, value: Any, observation: Any) -> None:
+        try:
+            ids = ids_of(value)
+            words = Words(pending.query)
+            verdict = self._judge(pending, words, vector, ids)
+            self._add(_Record(pending.key, words, vector, ids), pending.partition)
+        except Exception as error:
+            self._failed(error)
+            verdict = Verdict("error")
+        self._observe(verdict, observation)
+
+    def _late(self, pending: Pending, value: Any, error: BaseException, observation: Any) -> None:
+        """The vector failed or is late: an error now; a late one is indexed when it comes."""
+        self._failed(error)
+        self._observe(Verdict("error"), observation)
+        try:
+            ids = ids_of(value)
+        except Exception:
+            return
+
+        def arrived(future: Future[Any]) -> None:
+            if future.cancelled() or future.exception() is not None:
+                return
+            try:
+                record = _Record(pending.key, Words(pending.query), future.result(), ids)
+                self._add(record, pending.partition)
+            except Exception:
+                pass  # counted once already
+
+        pending.vector.add_done_callback(arrived)
+
+    def _judge(self, pending: Pending, words: Words, vector: Vector, ids: Any) -> Verdict:
+        """Compare with the nearest cached query of the partition that passes every test."""
+        semantic = self.semantic
+        scored = sorted(
+            (
+                (semantic.similarity(vector, record.vector), record)
+                for record in self._live(pending)
+            ),
+            key=lambda pair: -pair[0],
+        )
+        if not scored:
+            return Verdict("none")
+        first_veto: str | None = None
+        for similarity, record in scored:
+            if similarity < semantic.min_similarity:
+                break
+            veto = semantic.refused_by(record.words, words)
+            if veto is None:
+                verdict = "agreed" if agree(record.ids, ids) else "disagreed"
+                return Verdict(verdict, similarity, None, record.words.text)
+            first_veto = first_veto or veto
+        if first_veto is not None:
+            return Verdict("vetoed", scored[0][0], first_veto)
+        return Verdict("none", scored[0][0])
+
+    def _live(self, pending: Pending) -> list[_Record]:
+        """The records of the miss's partition whose entries are live (others are dropped)."""
+        with self._lock:
+            records = list(self._partitions.get(pending.partition, {}).values())
+        live: list[_Record] = []
+        dead: list[_Record] = []
+        for record in records:
+            if record.key != pending.key:
+                (live if self._memory.holds(record.key) else dead).append(record)
+        if dead:
+            with self._lock:
+                for record in dead:
+                    current = self._partitions.get(pending.partition, {}).get(record.key)
+                    if current is record:  # not one indexed again since
+                        self._drop(record.key)
+        return live
+
+    def _add(self, record: _Record, partition: Hashable) -> None:
+        """Index ``record``, keeping at most the memory's ``max_entries`` records."""
+        if not self._memory.holds(record.key):
+            return  # not stored (invalidated during the fetch, or kept out of this process)
+        with self._lock:
+            self._drop(record.key)
+            self._partitions.setdefault(partition, {})[record.key] = record
+            self._order[record.key] = partition
+            while len(self._order) > self._memory.max_entries:
+                self._drop(next(iter(self._order)))
+
+    def _drop(self, key: Hashable) -> None:
+        """Forget ``key``'s record (under ``_lock``)."""
+        partition = self._order.pop(key, None)
+        if partition is None:
+            return
+        records = self._partitions.get(partition)
+        if records is not None:
+            records.pop(key, None)
+            if not records:
+                del self._partitions[partition]
+
+    # -- reporting ------------------------------------------------------------------------------
+    def _observe(self, verdict: Verdict, observation: ReadObservation) -> None:
+        """Count ``verdict`` (stats and the counter) and put it on the miss's span."""
+        try:
+            if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see _failed
+                self._memory.count_near(verdict.verdict)
+            if self._counter is not None:
+                self._counter.add(1, {NEAR_VERDICT: verdict.verdict})
+            span = observation.span
+            if span is None or not span.is_recording():
+                return
+            attributes: dict[str, Any] = {NEAR_VERDICT: verdict.verdict}
+            if verdict.similarity is not None:
+                attributes[NEAR_SIMILARITY] = round(verdict.similarity, 6)
+            if verdict.veto is not None:
+                attributes[NEAR_VETO] = verdict.veto
+            if verdict.near is not None and self._telemetry.capture_content:
+                attributes[NEAR_QUERY] = verdict.near
+            span.set_attributes(attributes)
+        except Exception:  # telemetry never breaks a call
+            pass
+
+    def _failed(self, error: BaseException) -> None:
+        """Count an error of the shadow work; log the first (its type only: no query text)."""
+        try:
+            self._memory.count_near("errors")
+        except Exception:
+            pass
+        if not self._logged:
+            self._logged = True
+            _logs.logger().warning(
+                "wm_middleware: a near-duplicate comparison failed (%s); reads go on "
+                "unchanged, and further failures are only counted (near_errors)",
+                type(error).__name__,
+            )
+
+
+async def _waited(future: Future[Any], seconds: float) -> None:
+    """Wait at most ``seconds`` for ``future`` (of a worker thread) without blocking."""
+    import asyncio
+
+    loop = asyncio.get_running_loop()
+    woken: asyncio.Future[None] = loop.create_future()
+
+    def wake(_: Future[Any]) -> None:
+        try:
+            loop.call_soon_threadsafe(_set, woken)
+        except RuntimeError:  # the loop closed meanwhile
+            pass
+
+    future.add_done_callback(wake)
+    await asyncio.wait({woken}, timeout=seconds)
+
+
+def _set(woken: Any) -> None:
+    if not woken.done():
+        woken.set_result(None)
