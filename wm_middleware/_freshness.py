@@ -48,6 +48,7 @@ from urllib.parse import quote
 from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanKind, StatusCode
 
+from ._calls import Follow, documents_of
 from ._core import Settle
 
 if TYPE_CHECKING:
@@ -104,47 +105,6 @@ def _field(item: Any, name: str) -> Any:
     if isinstance(item, Mapping):
         return item.get(name)
     return getattr(item, name, None)
-
-
-def documents_of(answer: Any) -> list[tuple[str, str]]:
-    """``(id, status)`` of each document a write's answer names; ``[]`` when it names none.
-
-    Takes the SDKs' models (3.x ``{id, status}``, batch ``results``; 5.x ``DocumentRef``,
-    ``BatchAddResult``), their JSON, or an ``httpx.Response`` that has been read.
-    """
-    if type(answer).__name__ == "Response" and hasattr(answer, "is_success"):  # httpx
-        try:
-            answer = answer.json() if answer.is_success else None
-        except Exception:  # unread, or not JSON
-            return []
-    items = _field(answer, "results")
-    if not isinstance(items, list):
-        items = [answer]
-    found: list[tuple[str, str]] = []
-    for item in items:
-        ident, status = _field(item, "id"), _field(item, "status")
-        if isinstance(ident, str) and ident and isinstance(status, str):
-            found.append((ident, status))
-    return found
-
-
-@dataclass(frozen=True, slots=True)
-class Follow:
-    """How to follow a write's documents: built by the adapter that saw the write.
-
-    ``headers`` are the client's own (credentials included); they are kept in this process only,
-    to make the status requests, and never logged, traced or stored elsewhere.
-    """
-
-    generation: Literal[3, 5]
-    base_url: str
-    headers: tuple[tuple[str, str], ...] = field(repr=False)
-    namespace: str | None = None
-    documents: Callable[[Any], list[tuple[str, str]]] = documents_of
-
-    @property
-    def tenant(self) -> Hashable:
-        return (self.generation, self.base_url.rstrip("/"), self.headers)
 
 
 # -- pending state --------------------------------------------------------------------------------

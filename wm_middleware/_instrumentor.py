@@ -102,13 +102,7 @@ def _runtime(
     from ._runtime import Runtime
     from ._telemetry import Telemetry
 
-    telemetry = Telemetry(
-        tracer_provider,
-        meter_provider,
-        trace_hits=settings.trace_hits,
-        store_id=settings.store_id,
-        openinference=settings.openinference,
-    )
+    telemetry = Telemetry(tracer_provider, meter_provider, settings)
     return Runtime(
         memory,
         telemetry,

@@ -16,21 +16,23 @@ see the mark and pass the call straight through, so nothing is cached or traced 
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ._core import MISSING, Loaded, SharedCodec, WorkingMemory
-from ._freshness import Follow, Freshness
+from ._calls import Read, Write
+from ._core import MISSING, Loaded, WorkingMemory
+from ._freshness import Freshness
 from ._telemetry import ReadObservation, Telemetry
 
 if TYPE_CHECKING:
+    from anyio.lowlevel import EventLoopToken
+
     from ._near.shadow import Shadow
     from .semantic import SemanticReuse
 
-__all__ = ["Read", "Runtime", "Write", "handled_outside"]
+__all__ = ["Runtime", "handled_outside"]
 
 T = TypeVar("T")
 
@@ -88,60 +90,10 @@ def _aencoded(read: Read, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], A
     return fetch_encoded
 
 
-def _same(value: Any) -> Any:
-    return value
-
-
-def _no_count(value: Any) -> int | None:
-    return None
-
-
 # How a read is routed (see Runtime._route).
 _PASS: Final = object()
 _BYPASS: Final = object()
 _CACHE: Final = object()
-
-
-@dataclass(frozen=True, slots=True)
-class Read:
-    """A cacheable read, as an adapter describes it."""
-
-    operation: str  # "search.memories", "profile", "search", ...
-    key: Hashable  # tenant + operation + canonical request
-    scopes: tuple[Hashable, ...]  # what writes may invalidate it by
-    server: tuple[str, int | None]
-    query: str | None = None  # only exported when content capture is switched on
-    encode: Callable[[Any], Any] = field(default=_same)
-    decode: Callable[[Any], Any] = field(default=_same)
-    count: Callable[[Any], int | None] = field(default=_no_count)
-    # How a snapshot (what ``encode`` made) crosses the shared tier; None: the tier's own rule.
-    share: SharedCodec | None = None
-    # The single-flight key: callers join a flight only when key and flight match; None: the key.
-    flight: Hashable | None = None
-    # The one record a read by id targets (``gen_ai.memory.record.id``), else None.
-    record_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Write:
-    """A write, and the scopes it invalidates once it is done (success or not)."""
-
-    operation: str
-    scopes: tuple[Hashable, ...]
-    server: tuple[str, int | None]
-    deletes: bool = False
-    # Records the write attempts (``gen_ai.memory.record.count``). With ``operation_name`` set,
-    # ``None`` means unknown; without it, one for a single-record write, else unknown (derived
-    # from ``operation``: the fallback until every adapter names its operation).
-    records: int | None = None
-    # The semconv operation: create_memory | update_memory | upsert_memory | delete_memory | ...;
-    # None: derived from ``operation`` and ``deletes``.
-    operation_name: str | None = None
-    # The one record an update or delete targets (``gen_ai.memory.record.id``), else None.
-    record_id: str | None = None
-    # How to follow the documents its answer names until they are indexed (``None``: it
-    # indexes nothing, e.g. a delete, which the API applies at once).
-    follow: Follow | None = None
 
 
 class Runtime:
@@ -227,7 +179,11 @@ class Runtime:
         return self._done(observation, loaded, value)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
-        """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory)."""
+        """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory).
+
+        Under another event loop than asyncio (trio, through anyio) a miss loads in a worker
+        thread (see :func:`_in_worker_thread`), so concurrent callers share one fetch there too.
+        """
         route = self._route()
         if route is _PASS:
             return await fetch()
@@ -235,6 +191,8 @@ class Runtime:
             return await self.abypass(
                 read.operation, read.server, fetch, read.query, read.count, read
             )
+        if not asyncio_running():
+            return await self._aread_elsewhere(read, fetch)  # type: ignore[no-any-return]
         refresh = _aencoded(read, fetch) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
@@ -250,6 +208,33 @@ class Runtime:
         if near is not None and self.near is not None:
             await self.near.afinish(near, loaded.outcome, value, observation)
         return self._done(observation, loaded, value)  # type: ignore[no-any-return]
+
+    async def _aread_elsewhere(self, read: Read, fetch: Callable[[], Awaitable[Any]]) -> Any:
+        """:meth:`aread` under an event loop that is not asyncio: the lookup here, the load (and
+        a refresh) in a thread, each fetch back on the caller's loop."""
+        try:
+            import anyio.lowlevel
+
+            token = anyio.lowlevel.current_token()  # the loop the fetches go back to
+        except Exception:  # a loop anyio does not run, or an anyio without tokens: uncached
+            return await self.abypass(
+                read.operation, read.server, fetch, read.query, read.count, read
+            )
+        refresh = _on_loop(_aencoded(read, fetch), token) if self._refreshes else None
+        observation, value = self._look_up(read, refresh, is_async=False)
+        if value is not MISSING:
+            return value
+        fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
+        near = None if self.near is None else self.near.begin(read)
+        with _failing(observation):
+            loaded = await _in_worker_thread(
+                lambda: self.memory.load(read.key, fetch_here, **self._loading(observation, read))
+            )
+        value = read.decode(loaded.value)
+        shadow = self.near
+        if near is not None and shadow is not None:  # its wait for a vector blocks a thread
+            await _in_worker_thread(lambda: shadow.finish(near, loaded.outcome, value, observation))
+        return self._done(observation, loaded, value)
 
     def _look_up(
         self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
@@ -312,7 +297,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], T],
         query: str | None = None,
-        count: Callable[[Any], int | None] = _no_count,
+        count: Callable[[Any], int | None] | None = None,
         read: Read | None = None,
     ) -> T:
         """Run ``call`` uncached (raw responses, suppressed or uncacheable reads), observed.
@@ -333,7 +318,7 @@ class Runtime:
         server: tuple[str, int | None],
         call: Callable[[], Awaitable[T]],
         query: str | None = None,
-        count: Callable[[Any], int | None] = _no_count,
+        count: Callable[[Any], int | None] | None = None,
         read: Read | None = None,
     ) -> T:
         """Async :meth:`bypass`."""
@@ -403,6 +388,55 @@ class Runtime:
             observation.finish(self.memory.invalidate_scope(*write.scopes), error)
 
 
+def asyncio_running() -> bool:
+    """True when the calling coroutine runs under asyncio, whose loop the memory waits on.
+
+    Under another loop (trio: the 3.x async client runs on anyio) a miss loads in a worker thread
+    instead (see :meth:`Runtime.aread`). ``sniffio`` (which anyio and httpx bring) names the
+    library; without it, a running asyncio loop decides.
+    """
+    try:
+        import sniffio
+    except ImportError:
+        import asyncio
+
+        return asyncio.events._get_running_loop() is not None
+    try:
+        return sniffio.current_async_library() == "asyncio"
+    except sniffio.AsyncLibraryNotFoundError:
+        return False
+
+
+def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Callable[[], Any]:
+    """``fetch`` as a call a worker thread makes: it runs on the loop of ``token`` (anyio's)."""
+    import anyio.from_thread
+
+    async def fetch_there() -> Any:
+        return await fetch()
+
+    def call() -> Any:
+        try:
+            return anyio.from_thread.run(fetch_there, token=token)
+        except Exception:
+            raise
+        except BaseException as error:  # the loop's own cancellation: it is ending
+            raise RuntimeError("the event loop of this read has ended") from error
+
+    return call
+
+
+async def _in_worker_thread(call: Callable[[], T]) -> T:
+    """Run ``call`` in a worker thread of the caller's loop (anyio's, so trio's too).
+
+    A load there leads or joins the key's flight like any thread: callers on that loop, threads
+    and asyncio tasks share one fetch. The caller waits for its thread even when cancelled (the
+    fetch it may lead serves the others).
+    """
+    import anyio.to_thread
+
+    return await anyio.to_thread.run_sync(call)
+
+
 @contextmanager
 def _failing(observation: ReadObservation) -> Iterator[None]:
     """Finish ``observation`` with the error a miss's load raises, and raise it."""
@@ -418,11 +452,13 @@ def _described(
     operation: str,
     server: tuple[str, int | None],
     query: str | None,
-    count: Callable[[Any], int | None],
+    count: Callable[[Any], int | None] | None,
 ) -> Read:
     """The :class:`Read` a bypass observes: the one given, else one built from its parts."""
     if read is not None:
         return read
+    if count is None:
+        return Read(operation, None, (), server, query)
     return Read(operation, None, (), server, query, count=count)
 
 

@@ -9,7 +9,8 @@ twice against a scripted server in front of the emulator (:mod:`._scripted`): pl
 ``instrument()``; the caller's outcome and the requests upstream saw must be the same.
 
 Then what only concurrency shows: callers with different options at once (threads and tasks),
-each getting the outcome its own options give it; a cancelled caller; trio.
+each getting the outcome its own options give it; a cancelled caller. The one-caller scenarios
+run on trio too, and concurrent trio callers share one request.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from importlib.metadata import version
 from typing import Any
 
 import pytest
+import trio
 
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
 from ._scripted import Answer, ScriptedServer
-from .conftest import KEY, QUERY, TAG, done, instrumentation, make_client
+from .conftest import KEY, QUERY, TAG, Generation, done, instrumentation, make_client
 
 MAJOR = version("supermemory").split(".")[0]
 FAST = {"retry-after-ms": "1"}  # both SDKs honour it: retries without a back-off wait
@@ -76,6 +78,7 @@ READS = _reads()
 # request (and the server sees it) before the client gives up.
 IMPATIENT = 0.25
 SLOW = 1.5
+CALLERS = 4  # concurrent callers of one read
 
 
 @pytest.fixture(scope="module")
@@ -182,10 +185,9 @@ async def _run(
     return summary(result), len(seen), upstream.retry_counts(path), marks
 
 
-@pytest.mark.parametrize("name", list(SCENARIOS))
-async def test_one_caller_sees_what_the_sdk_alone_gives(
-    upstream: ScriptedServer, mode: str, read: str, name: str
-) -> None:
+async def _one_caller(upstream: ScriptedServer, mode: str, read: str, name: str) -> None:
+    """The scenario ``name`` plain, then under ``instrument()``: the same outcome and requests;
+    then an error is never stored and a value is."""
     scenario = SCENARIOS[name]
     plain = await _run(scenario, upstream, mode, read)
     assert plain[0][0] == scenario.expect, plain
@@ -205,6 +207,21 @@ async def test_one_caller_sees_what_the_sdk_alone_gives(
         assert summary(again)[0] == "returned"
         assert after == cached[1] + (1 if plain[0][0] == "raised" else 0)
         assert memory.stats().hits == (0 if plain[0][0] == "raised" else 1)
+
+
+@pytest.mark.parametrize("name", list(SCENARIOS))
+async def test_one_caller_sees_what_the_sdk_alone_gives(
+    upstream: ScriptedServer, mode: str, read: str, name: str
+) -> None:
+    await _one_caller(upstream, mode, read, name)
+
+
+@pytest.mark.skipif(MAJOR != "3", reason="the 5.x async client retries with asyncio.sleep")
+@pytest.mark.parametrize("name", list(SCENARIOS))
+def test_one_trio_caller_sees_what_the_sdk_alone_gives(
+    upstream: ScriptedServer, read: str, name: str
+) -> None:
+    trio.run(_one_caller, upstream, "async", read, name)
 
 
 # -- raw and streaming responses: observed, never served from memory ---------------------------
@@ -367,12 +384,10 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer(
     assert len(upstream.requests(path)) == 1
 
 
-# -- trio (issue 17, item 3): the 3.x async client runs on anyio ---------------------------------
-@pytest.mark.skipif(MAJOR != "3", reason="the 3.x async client runs on anyio")
-def test_cached_reads_and_writes_under_trio_never_raise(
-    upstream: ScriptedServer, instrumented: WorkingMemory[Any]
+# -- trio: the async clients run on anyio (3.x) or httpx (5.x), so on trio too --------------------
+def test_trio_reads_are_cached_and_a_write_drops_them(
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], generation: Generation
 ) -> None:
-    trio = pytest.importorskip("trio")
     client = make_client("async", upstream.base_url)
     seen: list[str] = []
 
@@ -380,11 +395,54 @@ def test_cached_reads_and_writes_under_trio_never_raise(
         for read, (_, call) in READS.items():
             seen.append(summary(await call(client))[0] + " " + read)
             seen.append(summary(await call(client))[0] + " " + read)
-        await client.add(content="User now prefers coffee", container_tag=TAG)
-        seen.append(summary(await READS["search.memories"][1](client))[0])
+        assert instrumented.stats().hits == len(READS)  # each second read came from memory
+        await generation.add(client)
+        seen.append(summary(await next(iter(READS.values()))[1](client))[0])
 
     trio.run(main)
     assert all(entry.startswith("returned") for entry in seen), seen
+    assert len(upstream.requests()) == len(READS) + 2  # the first reads, the write, one again
+
+
+def test_concurrent_trio_callers_of_one_read_share_one_request(
+    upstream: ScriptedServer, instrumented: WorkingMemory[Any], read: str
+) -> None:
+    path, call = READS[read]
+    client = make_client("async", upstream.base_url)
+    upstream.script(Answer(delay=0.5))  # slow enough that every caller arrives during the fetch
+    results: list[Any] = []
+
+    async def caller() -> None:
+        results.append(await outcome(lambda: call(client)))
+
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            for _ in range(CALLERS):
+                nursery.start_soon(caller)
+
+    trio.run(main)
+    assert [summary(result)[0] for result in results] == ["returned"] * CALLERS
+    assert len(upstream.requests(path)) == 1
+    stats = instrumented.stats()
+    assert (stats.misses, stats.coalesced + stats.hits) == (1, CALLERS - 1)
+
+
+def test_an_old_trio_hit_is_refreshed_in_the_background(upstream: ScriptedServer) -> None:
+    path, call = next(iter(READS.values()))
+    client = make_client("async", upstream.base_url)
+
+    async def main() -> None:
+        await call(client)
+        await trio.sleep(0.3)  # older than refresh_after
+        await call(client)  # served at once, refreshed behind it
+        with trio.fail_after(10):  # a bound, not a measurement
+            while len(upstream.requests(path)) < 2 or memory.stats().inflight:  # noqa: ASYNC110
+                await trio.sleep(0.01)  # (the refresh runs in a thread, and lands here)
+
+    with instrumentation(ttl=60.0, refresh_after=0.2) as memory:
+        trio.run(main)
+        assert memory.stats().hits == 1
+    assert len(upstream.requests(path)) == 2
 
 
 # -- a plain httpx client behind the caching transport: its timeout is its own too -----------------
@@ -415,3 +473,37 @@ async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
         assert summary(answered) == ("returned", "Response")
         assert answered.status_code == 200
     assert len(upstream.requests("/v4/search")) == 2
+
+
+@pytest.mark.skipif(MAJOR != "3", reason="one generation's paths are enough for the transport")
+def test_httpx_callers_on_trio_share_one_request_and_then_the_entry(
+    upstream: ScriptedServer,
+) -> None:
+    import httpx
+
+    from wm_middleware import AsyncCachingTransport
+
+    transport = AsyncCachingTransport()
+    body = {"q": QUERY, "containerTag": TAG}
+    upstream.script(Answer(delay=0.5))
+    statuses: list[int] = []
+
+    async def main() -> None:
+        async with httpx.AsyncClient(
+            base_url=upstream.base_url,
+            headers={"Authorization": f"Bearer {KEY}"},
+            transport=transport,
+        ) as client:
+
+            async def caller() -> None:
+                statuses.append((await client.post("/v4/search", json=body)).status_code)
+
+            async with trio.open_nursery() as nursery:
+                for _ in range(CALLERS):
+                    nursery.start_soon(caller)
+            await caller()  # after the fetch: a hit
+
+    trio.run(main)
+    assert statuses == [200] * (CALLERS + 1)
+    assert len(upstream.requests("/v4/search")) == 1
+    assert transport.working_memory.stats().hits >= 1

@@ -9,6 +9,7 @@ the emulator, and its lookups against the paths clients send.
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,8 +23,9 @@ from wm_middleware._api.routes import (
     find_in,
     query_of,
     record_id_of,
+    route_named,
 )
-from wm_middleware._api.tenancy import TenantScope, read_scopes, tenant_of, write_scopes
+from wm_middleware._api.tenancy import TenantScope, read_scopes, server_of, tenant_of, write_scopes
 from wm_middleware.emulator.app import api_routes
 
 # Routes of the real API the emulator does not serve: third-party OAuth connections and the
@@ -203,3 +205,31 @@ def test_scopes_are_plain_tuples_a_tenant_scope_reads_back() -> None:
             assert parsed.plain() == scope
     assert TenantScope.parse(("tag", tenant)) is None
     assert TenantScope.parse(("other", tenant)) is None
+
+
+# -- where a read's answer lists its records: one rule per route, for every adapter -------------
+def test_every_read_route_says_where_its_answer_lists_its_records() -> None:
+    reads = [route for route in ROUTES if route.kind == "read"]
+    assert reads
+    assert all(route.results for route in reads), [r for r in reads if not r.results]
+    assert all(not route.results for route in ROUTES if route.kind != "read")
+
+
+def test_an_answer_is_counted_by_its_route_as_json_and_as_a_model_alike() -> None:
+    profile = route_named(3, "profile")
+    facts = {"static": ["likes tea"], "dynamic": ["in Lisbon", "travelling"]}
+    assert profile.records_in({"searchResults": {"results": [{}, {}]}, "profile": facts}) == 2
+    assert profile.records_in({"profile": facts}) == 3
+    model = SimpleNamespace(search_results=None, profile=SimpleNamespace(**facts))
+    assert profile.records_in(model) == 3  # attributes by the snake_case of the JSON names
+    listed = route_named(5, "list")
+    assert listed.records_in({"documents": [{}], "memories": [{}, {}]}) == 3
+    assert listed.records_in({"total": 0}) is None
+    assert route_named(3, "search.memories").records_in("not json") is None
+
+
+def test_server_of_reads_the_address_and_the_port_the_scheme_implies() -> None:
+    assert server_of("https://api.supermemory.ai") == ("api.supermemory.ai", 443)
+    assert server_of("http://127.0.0.1:8123/api/") == ("127.0.0.1", 8123)
+    assert server_of("http://localhost") == ("localhost", 80)
+    assert server_of("::not a url::") == ("", None)

@@ -115,6 +115,47 @@ async def test_a_different_request_is_a_different_entry(
     assert posts(emulator) == 2
 
 
+async def test_a_client_whose_key_url_or_headers_change_never_reuses_a_stale_read(
+    emulator: EmulatorServer,
+    second_emulator: EmulatorServer,
+    instrumented: WorkingMemory[Any],
+    mode: str,
+) -> None:
+    # What a client contributes to its reads is kept per client state: every change must show.
+    key = [KEY]
+    client = make_client(mode, emulator.base_url, api_key=lambda: key[0])  # asked per call
+    search = READS["search"]
+    assert [r.memory for r in (await done(search(client))).results]  # KEY's memories
+    await done(search(client))
+    assert posts(emulator) == 1
+    key[0] = "sk-b"  # a rotating key: another tenant
+    await done(search(client))
+    assert posts(emulator) == 2
+    await done(search(client))
+    assert posts(emulator) == 2
+    client._client_wrapper._base_url = second_emulator.base_url  # moved in place
+    await done(search(client))
+    assert (posts(emulator), posts(second_emulator)) == (2, 1)
+    client._client_wrapper._headers["x-sm-project"] = "p2"  # a custom header changes answers
+    await done(search(client))
+    await done(search(client))
+    assert posts(second_emulator) == 2
+    assert instrumented.stats().hits == 3
+
+
+async def test_values_equal_in_python_but_not_on_the_wire_are_two_entries(
+    emulator: EmulatorServer, instrumented: WorkingMemory[Any], mode: str
+) -> None:
+    client = make_client(mode, emulator.base_url)
+    for limit in (1, 1, True, True, 1.0):  # 1 == True == 1.0, but the JSON says 1, true, 1.0
+        await done(client.search(NS, query="what does the user drink?", limit=limit))
+    assert posts(emulator) == 3
+    assert instrumented.stats().hits == 2
+    for namespace in (1, True):  # positional too: the paths /ns/1 and /ns/true
+        await done(client.search(namespace, query="what does the user drink?"))  # type: ignore[arg-type]
+    assert posts(emulator) == 5
+
+
 MUTATIONS: dict[str, Callable[[Any], None]] = {
     "search": lambda r: (r.results[0].metadata.update(x=1), r.results.clear()),
     "search-namespace-keyword": lambda r: r.results.append(r.results[0]),

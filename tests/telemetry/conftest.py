@@ -25,7 +25,9 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import wm_middleware
 from wm_middleware import WorkingMemory
-from wm_middleware._runtime import Read, Runtime, Write
+from wm_middleware._calls import Read, Write
+from wm_middleware._runtime import Runtime
+from wm_middleware._settings import Settings
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, Telemetry
 
 from ..conftest import until as until
@@ -142,7 +144,7 @@ def make_runtime(
     telemetry = Telemetry(
         otel.tracer_provider if otel else None,
         otel.meter_provider if otel else None,
-        trace_hits=trace_hits,
+        Settings.resolve({"trace_hits": trace_hits}),
     )
     if memory is None:
         memory = WorkingMemory(max_entries=max_entries, ttl=3600.0)
@@ -170,7 +172,8 @@ def make_read(
 
 
 def make_write(tag: str = "user-1", *, tenant: str = "tenant-a", deletes: bool = False) -> Write:
-    return Write("documents.add", ((tenant, tag),), SERVER, deletes=deletes)
+    name = "delete_memory" if deletes else "upsert_memory"
+    return Write("documents.add", ((tenant, tag),), SERVER, deletes, 1, operation_name=name)
 
 
 async def read_once(

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from wm_middleware._settings import Settings
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, OPENINFERENCE_ENV, Telemetry
 
 from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime, make_write
@@ -77,7 +78,7 @@ def test_documents_and_query_only_with_content_capture(
 
 
 def test_documents_of_an_sdk_result_have_id_content_and_score(otel: Otel) -> None:
-    from wm_middleware._telemetry.openinference import documents_of
+    from wm_middleware._telemetry.openinference import retrieval_documents
 
     result = {
         "results": [
@@ -86,11 +87,11 @@ def test_documents_of_an_sdk_result_have_id_content_and_score(otel: Otel) -> Non
         ],
         "total": 2,
     }
-    assert documents_of(result) == [
+    assert retrieval_documents(result) == [
         {"id": "m1", "content": "User has a peanut allergy", "score": 0.91},
         {"id": "d2", "content": "likes\ntea", "score": 1.0},
     ]
-    assert documents_of(object()) == []
+    assert retrieval_documents(object()) == []
 
 
 def test_the_environment_variable_switches_it_on_and_a_bad_value_is_named(
@@ -98,7 +99,12 @@ def test_the_environment_variable_switches_it_on_and_a_bad_value_is_named(
 ) -> None:
     monkeypatch.setenv(OPENINFERENCE_ENV, "true")
     assert Telemetry(otel.tracer_provider).openinference is True
-    assert Telemetry(otel.tracer_provider, openinference=False).openinference is False
+    assert (
+        Telemetry(
+            otel.tracer_provider, None, Settings.resolve({"openinference": False})
+        ).openinference
+        is False
+    )
     monkeypatch.setenv(OPENINFERENCE_ENV, "maybe")
     with pytest.raises(ValueError, match=OPENINFERENCE_ENV):
         Telemetry(otel.tracer_provider)

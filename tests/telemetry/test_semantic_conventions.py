@@ -9,13 +9,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.trace import SpanKind, StatusCode
 
-from wm_middleware._runtime import Write
-from wm_middleware._telemetry import (
-    CAPTURE_CONTENT_ENV,
-    STORE_ID_ENV,
-    records_attempted,
-    write_operation_name,
-)
+from wm_middleware._adapters.calls import write_of
+from wm_middleware._api.routes import find
+from wm_middleware._calls import Write
+from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, STORE_ID_ENV
 
 from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime, read_once
 
@@ -66,31 +63,41 @@ def test_error_message_is_exported_with_content_capture_on(
 def test_failed_write_does_not_export_the_message_either(otel: Otel) -> None:
     runtime = make_runtime(otel)
     with pytest.raises(EchoingUpstreamError):
-        runtime.write(Write("documents.add", (("t", "u"),), SERVER), _echo)
+        runtime.write(
+            Write("documents.add", (("t", "u"),), SERVER, operation_name="upsert_memory"), _echo
+        )
     (span,) = otel.spans("upsert_memory")
     assert span.status.status_code is StatusCode.ERROR
     assert "sertraline" not in _exported(span)
 
 
 @pytest.mark.parametrize(
-    ("operation", "deletes", "name", "records"),
+    ("generation", "method", "path", "body", "name", "records"),
     [
-        ("add", False, "upsert_memory", 1),
-        ("documents.add", False, "upsert_memory", 1),
-        ("documents.batch_add", False, "upsert_memory", None),
-        ("documents.update", False, "update_memory", 1),
-        ("memories.update_memory", False, "update_memory", 1),
-        ("documents.delete", True, "delete_memory", 1),
-        ("documents.delete_bulk", True, "delete_memory", None),
+        (3, "POST", "/v3/documents", {"content": "x"}, "upsert_memory", 1),
+        (3, "POST", "/v3/documents/batch", {"documents": [{}, {}]}, "upsert_memory", 2),
+        (3, "PATCH", "/v3/documents/d1", {}, "update_memory", 1),
+        (3, "PATCH", "/v4/memories", {"id": "m1"}, "update_memory", 1),
+        (3, "DELETE", "/v3/documents/d1", {}, "delete_memory", 1),
+        (3, "DELETE", "/v3/documents/bulk", {"containerTags": ["u"]}, "delete_memory", None),
+        (5, "DELETE", "/ns/u/memories/semantic", {"query": "x"}, "delete_memory", None),
     ],
 )
-def test_write_spans_name_the_memory_operation_and_count_records_attempted(
-    otel: Otel, operation: str, deletes: bool, name: str, records: int | None
+def test_write_spans_name_the_memory_operation_and_count_records_attempted_from_the_route(
+    otel: Otel,
+    generation: int,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    name: str,
+    records: int | None,
 ) -> None:
-    assert write_operation_name(operation, deletes) == name
-    assert records_attempted(operation) == records
-    runtime = make_runtime(otel)
-    runtime.write(Write(operation, (("t", "u"),), SERVER, deletes=deletes), lambda: None)
+    found = find(method, path)
+    assert found is not None
+    assert found.route.generation == generation
+    write = write_of(found, (("t", "u"),), SERVER, body, lambda: None)  # type: ignore[arg-type]
+    assert (write.operation_name, write.records) == (name, records)
+    make_runtime(otel).write(write, lambda: None)
     (span,) = otel.spans(name)
     assert (span.attributes or {}).get("gen_ai.operation.name") == name
     assert (span.attributes or {}).get("gen_ai.memory.record.count") == records
@@ -120,3 +127,8 @@ def test_store_id_names_the_store_never_a_container_tag(
     assert (default.attributes or {})["gen_ai.memory.store.id"] == "supermemory"
     assert (named.attributes or {})["gen_ai.memory.store.id"] == "travel-assistant-memories"
     assert "user-alex" not in otel.exported_text()
+
+
+def test_a_write_always_names_its_memory_operation() -> None:
+    with pytest.raises(TypeError, match="operation_name"):
+        Write("documents.add", (("t", "u"),), SERVER)  # type: ignore[call-arg]

@@ -17,8 +17,10 @@ import pytest
 from opentelemetry.sdk.trace import ReadableSpan, SpanProcessor
 from opentelemetry.trace import SpanKind, StatusCode
 
-from wm_middleware._runtime import Runtime, Write
+from wm_middleware._calls import Write
+from wm_middleware._runtime import Runtime
 from wm_middleware._telemetry import CAPTURE_CONTENT_ENV, SCHEMA_URL, SEMCONV_VERSION
+from wm_middleware._telemetry import UPSERT_MEMORY as UPSERT
 
 from .conftest import RECORDS, SERVER, Otel, coalesce, make_read, make_runtime
 
@@ -55,13 +57,21 @@ async def _every_outcome(runtime: Runtime) -> None:
     with pytest.raises(Upstream):
         runtime.read(make_read("fails"), _boom)
     scopes = (("tenant-a", "user-1"),)
-    runtime.write(Write("documents.add", scopes, SERVER), lambda: None)
+    runtime.write(Write("documents.add", scopes, SERVER, 1, operation_name=UPSERT), lambda: None)
     runtime.write(
         Write("documents.update", scopes, SERVER, operation_name="update_memory", record_id="d1"),
         lambda: None,
     )
     runtime.write(
-        Write("documents.delete", scopes, SERVER, True, 1, "delete_memory", "doc-1"),
+        Write(
+            "documents.delete",
+            scopes,
+            SERVER,
+            True,
+            1,
+            operation_name="delete_memory",
+            record_id="doc-1",
+        ),
         lambda: None,
     )
     runtime.write(
@@ -69,7 +79,7 @@ async def _every_outcome(runtime: Runtime) -> None:
         lambda: None,
     )
     with pytest.raises(Upstream):
-        runtime.write(Write("documents.add", scopes, SERVER), _boom)
+        runtime.write(Write("documents.add", scopes, SERVER, 1, operation_name=UPSERT), _boom)
 
 
 def _memory_spans(otel: Otel) -> list[ReadableSpan]:

@@ -17,8 +17,8 @@ import pytest
 from opentelemetry.trace import SpanKind
 
 from wm_middleware import WorkingMemory
+from wm_middleware._calls import Read
 from wm_middleware._core import SharedCodec
-from wm_middleware._runtime import Read
 
 from .conftest import SERVER, Otel, make_runtime
 

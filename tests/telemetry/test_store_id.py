@@ -14,7 +14,8 @@ import pytest
 
 import wm_middleware
 from wm_middleware import WorkingMemoryInstrumentor
-from wm_middleware._telemetry import STORE_ID_ENV
+from wm_middleware._settings import Settings
+from wm_middleware._telemetry import STORE_ID_ENV, Telemetry
 from wm_middleware.emulator import EmulatorServer
 
 from ..conftest import clean
@@ -135,3 +136,19 @@ def test_a_bad_store_id_is_refused_at_the_call(
         call()
 
     assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
+
+
+def test_telemetry_follows_the_settings_it_is_given_and_reads_no_variable_itself(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv(STORE_ID_ENV, "from-the-environment")
+    given = Settings.resolve({"store_id": STORE, "openinference": True, "trace_hits": False})
+    telemetry = Telemetry(None, None, given)
+    assert (telemetry.store_id, telemetry.openinference, telemetry.trace_hits) == (
+        STORE,
+        True,
+        False,
+    )
+    # Settings resolved from an empty environment: the variable set above is not read.
+    assert Telemetry(None, None, Settings.resolve({}, {})).store_id == "supermemory"
+    assert Telemetry().store_id == "from-the-environment"  # by default, through Settings

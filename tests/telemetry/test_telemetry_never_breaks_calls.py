@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerPro
 
 from wm_middleware import WorkingMemory
 from wm_middleware._runtime import Runtime
+from wm_middleware._settings import Settings
 from wm_middleware._telemetry import Telemetry
 
 from .conftest import RECORDS, SERVER, coalesce, make_read, make_write, read_once
@@ -110,7 +111,7 @@ def faulty(request: pytest.FixtureRequest) -> Iterator[Runtime]:
         meter_provider = _RaisingMeterProvider()
     elif request.param == "meter provider raises":
         meter_provider = _RaisingMeterProvider(at_creation=True)
-    telemetry = Telemetry(provider, meter_provider, trace_hits=True)
+    telemetry = Telemetry(provider, meter_provider, Settings.resolve({"trace_hits": True}))
     yield Runtime(WorkingMemory(max_entries=100, ttl=3600.0), telemetry)
     if provider is not None:
         provider.shutdown()

@@ -28,7 +28,7 @@ Applied only by ``instrument(httpx=True)``:
 
 Adding a client family is one new module and one line in :data:`ADAPTERS`. :class:`PatchTable`
 applies the table and reverses it, pending hooks included. What the adapters' wrappers share
-(``run``, ``Bypass``, ``timeout_key``, ``asyncio_running``) is in :mod:`.calls`, imported with
+(``run``, ``Bypass``, ``timeout_key``, ``write_of``) is in :mod:`.calls`, imported with
 the first adapter: this module is what ``instrument()`` imports, and needs neither the runtime
 nor wrapt.
 """

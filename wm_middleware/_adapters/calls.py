@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
-from .._runtime import Read, Runtime, Write
+from .._api.routes import Match, attempted, record_id_of
+from .._calls import Follow, Read, Write
+from .._runtime import Runtime
 
-__all__ = ["Bypass", "asyncio_running", "run", "timeout_key"]
+__all__ = ["Bypass", "memo_key_of", "remember", "run", "timeout_key", "write_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,6 +25,33 @@ class Bypass:
     query: str | None
 
 
+def write_of(
+    found: Match,
+    scopes: tuple[Hashable, ...],
+    server: tuple[str, int | None],
+    body: object,
+    follow: Callable[[], Follow],
+    operation: str | None = None,
+) -> Write:
+    """The :class:`Write` of a call ``found`` at a write route: the row states its facts.
+
+    ``operation``: the SDK method's name when the route's is not it (3.x, by response type);
+    ``follow`` is called only for a write that indexes something (not for a delete).
+    """
+    route = found.route
+    assert route.semconv is not None, route  # every write row names its semconv operation
+    return Write(
+        route.operation if operation is None else operation,
+        scopes,
+        server,
+        route.deletes,
+        attempted(found, body),
+        operation_name=route.semconv,
+        record_id=record_id_of(found, body),
+        follow=None if route.deletes else follow(),
+    )
+
+
 def timeout_key(timeout: object) -> Hashable:
     """A timeout (or a retry count) as flight-key material: ``httpx.Timeout`` by its parts.
 
@@ -31,25 +60,6 @@ def timeout_key(timeout: object) -> Hashable:
     if hasattr(timeout, "read") and hasattr(timeout, "connect"):
         return tuple(getattr(timeout, name, None) for name in ("connect", "read", "write", "pool"))
     return repr(timeout)
-
-
-def asyncio_running() -> bool:
-    """True when the calling coroutine runs under asyncio, the only loop the memory serves.
-
-    The 3.x async client runs on anyio, so also under trio; there a read is observed and passed
-    through (never cached) rather than reach code that needs an asyncio loop. ``sniffio`` (which
-    anyio and httpx bring) names the library; without it, a running asyncio loop decides.
-    """
-    try:
-        import sniffio
-    except ImportError:
-        import asyncio
-
-        return asyncio.events._get_running_loop() is not None
-    try:
-        return sniffio.current_async_library() == "asyncio"
-    except sniffio.AsyncLibraryNotFoundError:
-        return False
 
 
 def run(
@@ -66,3 +76,49 @@ def run(
         return runtime.awrite(action, call) if is_async else runtime.write(action, call)
     bypass = runtime.abypass if is_async else runtime.bypass
     return bypass(action.operation, action.server, call, action.query)
+
+
+# -- the memo of a client's plain reads: a repeat skips route matching and key building ---------
+MEMO_ENTRIES: Final = 256  # per client
+_MEMO_TEXT: Final = 2048  # characters of request text a memoised request may carry
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
+
+
+def memo_key_of(head: tuple[Hashable, ...], data: object) -> Hashable | None:
+    """An exact, type-aware key of ``head`` (what names the call) and a small flat ``data`` dict
+    (its body or arguments); ``None`` for any other ``data``.
+
+    Types are part of it: ``1``, ``1.0`` and ``True`` are equal in Python, not on the wire.
+    """
+    if type(data) is not dict:
+        return None
+    values = tuple(data.values())
+    kinds = tuple(map(type, values))
+    if _SCALARS.issuperset(kinds):  # the common body: str, int, float, bool and None only
+        if kinds.count(str) == len(kinds):
+            text = sum(map(len, values))
+        else:
+            text = sum(len(value) for value in values if type(value) is str)
+        if text > _MEMO_TEXT:
+            return None
+        return (*head, tuple(data), values, kinds)
+    items: list[Hashable] = list(head)
+    text = 0
+    for name, value in data.items():
+        kind = type(value)
+        if kind in _SCALARS:
+            items.append((name, kind, value))
+            text += len(value) if kind is str else 0
+        elif kind is list and all(type(item) is str for item in value):
+            items.append((name, kind, tuple(value)))
+            text += sum(map(len, value))
+        else:
+            return None
+    return tuple(items) if text <= _MEMO_TEXT else None
+
+
+def remember(memo: dict[Hashable, Read], key: Hashable, read: Read) -> None:
+    """Keep ``read`` in a client's ``memo`` under ``key``, at most :data:`MEMO_ENTRIES` of them."""
+    if len(memo) >= MEMO_ENTRIES:
+        memo.clear()
+    memo[key] = read

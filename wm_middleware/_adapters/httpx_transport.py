@@ -42,18 +42,19 @@ import json
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import cache, partial
 from typing import Any, Final, Generic, Literal, TypeVar, cast
 
 import httpx
 
-from .._api.routes import attempted, find_in, query_of, read_tags, record_id_of, written
+from .._api.routes import Route, find_in, query_of, read_tags, written
 from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
+from .._calls import Follow, Read, Write
 from .._core import SharedCodec, WorkingMemory
-from .._freshness import Follow
-from .._runtime import Read, Runtime, Write, handled_outside
+from .._runtime import Runtime, handled_outside
 from .._telemetry import Telemetry
 from . import Patch
-from .calls import Bypass, asyncio_running, run
+from .calls import Bypass, run, write_of
 
 __all__ = [
     "AsyncCachingTransport",
@@ -70,7 +71,7 @@ _Inner = TypeVar("_Inner", httpx.BaseTransport, httpx.AsyncBaseTransport)
 # -- describing a request ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class _ReadSpec:
-    operation: str
+    route: Route
     key: Hashable
     scopes: tuple[Hashable, ...]
     server: tuple[str, int | None]
@@ -127,18 +128,12 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
         scopes = written(found, tenant, body, url.params)
         if scopes is None:
             return None  # a preview (dry run) reads
-        follow = (
-            None if route.deletes else _follow(route.generation, route.template, request, origin)
-        )
-        return Write(
-            route.operation,
+        return write_of(
+            found,
             scopes,
             server,
-            route.deletes,
-            attempted(found, body),
-            operation_name=route.semconv,
-            record_id=record_id_of(found, body),
-            follow=follow,
+            body,
+            lambda: _follow(route.generation, route.template, request, origin),
         )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
@@ -148,7 +143,7 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
     query = query_of(found, body)
     scopes = read_scopes(tenant, read_tags(found, body), query)
     flight = canonical(request.extensions.get("timeout"))
-    return _ReadSpec(route.operation, key, scopes, server, query, flight)
+    return _ReadSpec(route, key, scopes, server, query, flight)
 
 
 def _follow(
@@ -219,7 +214,35 @@ def _checked(response: httpx.Response) -> _Stored:
     stored = _snapshot(response)
     if not 200 <= stored.status < 300:
         raise _ErrorStatus(stored)
-    return replace(stored, records=_records(stored.content))
+    return stored
+
+
+def _fetched(send: Callable[[], httpx.Response]) -> Callable[[], _Stored]:
+    """The fetch of a read: ``send``, its answer read in full and closed, then checked."""
+
+    def fetch() -> _Stored:
+        response = send()
+        try:
+            response.read()
+        finally:
+            response.close()
+        return _checked(response)
+
+    return fetch
+
+
+def _afetched(send: Callable[[], Awaitable[httpx.Response]]) -> Callable[[], Awaitable[_Stored]]:
+    """Async :func:`_fetched`."""
+
+    async def fetch() -> _Stored:
+        response = await send()
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return _checked(response)
+
+    return fetch
 
 
 def _replay(stored: _Stored, request: httpx.Request) -> httpx.Response:
@@ -245,18 +268,6 @@ def _replay_sent(stored: _Stored, request: httpx.Request) -> httpx.Response:
     response.read()
     response.elapsed = timedelta(0)  # no time was spent on the wire
     return response
-
-
-def _records(content: bytes) -> int | None:
-    try:
-        data = json.loads(content)
-    except ValueError:
-        return None
-    if isinstance(data, dict):
-        for name in ("results", "memories", "documents"):
-            if isinstance(data.get(name), list):
-                return len(data[name])
-    return None
 
 
 # Headers of a stored answer that other processes get: what the body means, nothing of the
@@ -300,11 +311,18 @@ def _unshare(data: Any) -> _Stored:
         content,
         version.encode("ascii") if isinstance(version, str) else None,
         None,
-        _records(content),
     )
 
 
-_SHARED: Final = SharedCodec(_share, _unshare)
+def _counted(route: Route, stored: _Stored) -> _Stored:
+    """``stored`` with the records its body holds, by the route's rule."""
+    return replace(stored, records=route.records_in(_json(stored.content)))
+
+
+@cache  # one per read route
+def _shared_codec(route: Route) -> SharedCodec:
+    """How an answer of ``route`` crosses the shared tier; its records counted on arrival."""
+    return SharedCodec(_share, lambda data: _counted(route, _unshare(data)))
 
 
 Replay = Callable[[_Stored, httpx.Request], httpx.Response]
@@ -319,14 +337,15 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
         return replay(stored, request)
 
     return Read(
-        spec.operation,
+        spec.route.operation,
         spec.key,
         spec.scopes,
         spec.server,
         spec.query,
+        encode=partial(_counted, spec.route),  # a fetched answer, counted once
         decode=decode,
         count=lambda response: records[0],
-        share=_SHARED,
+        share=_shared_codec(spec.route),
         flight=spec.flight,
     )
 
@@ -373,8 +392,6 @@ async def _ahandle(
         return await send()
     if isinstance(call, Write):
         return await runtime.awrite(call, lambda: _aread(send()))
-    if not asyncio_running():  # trio or another loop: observed, never cached
-        return await runtime.abypass(call.operation, call.server, send, call.query)
     try:
         return cast(httpx.Response, await runtime.aread(_read_of(call, request, replay), fetch))
     except _ErrorStatus as error:
@@ -427,19 +444,8 @@ class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
     _default = httpx.HTTPTransport
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        inner = self._transport
-
-        def fetch() -> _Stored:
-            response = inner.handle_request(request)
-            try:
-                response.read()
-            finally:
-                response.close()
-            return _checked(response)
-
-        return _handle(
-            self._runtime, request, lambda: inner.handle_request(request), fetch, _replay
-        )
+        send = partial(self._transport.handle_request, request)
+        return _handle(self._runtime, request, send, _fetched(send), _replay)
 
     def close(self) -> None:
         self._transport.close()
@@ -451,19 +457,8 @@ class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseT
     _default = httpx.AsyncHTTPTransport
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        inner = self._transport
-
-        async def fetch() -> _Stored:
-            response = await inner.handle_async_request(request)
-            try:
-                await response.aread()
-            finally:
-                await response.aclose()
-            return _checked(response)
-
-        return await _ahandle(
-            self._runtime, request, lambda: inner.handle_async_request(request), fetch, _replay
-        )
+        send = partial(self._transport.handle_async_request, request)
+        return await _ahandle(self._runtime, request, send, _afetched(send), _replay)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -498,57 +493,26 @@ def _plan(
     except Exception:  # never fail a request for our own reasons
         return None, None
     if isinstance(call, _ReadSpec):
-        return request, Bypass(call.operation, call.server, call.query)
+        return request, Bypass(call.route.operation, call.server, call.query)
     return request, None
 
 
-def _sync_send(runtime: Runtime) -> Any:
+def _send(runtime: Runtime, is_async: bool) -> Any:
+    """The wrapper of ``Client.send`` (``AsyncClient.send`` when ``is_async``: it returns the
+    awaitable its caller awaits)."""
+    handle: Callable[..., Any] = _ahandle if is_async else _handle
+    fetched: Callable[[Callable[[], Any]], Callable[[], Any]] = _afetched if is_async else _fetched
+
     def wrapper(
-        wrapped: Callable[..., httpx.Response],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> httpx.Response:
+        wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
         request, streamed = _plan(instance, args, kwargs)
+        send = partial(wrapped, *args, **kwargs)
         if request is None:
-            return wrapped(*args, **kwargs)
+            return send()
         if streamed is not None:
-            return cast(
-                httpx.Response, run(runtime, streamed, lambda: wrapped(*args, **kwargs), False)
-            )
-
-        def fetch() -> _Stored:
-            response = wrapped(*args, **kwargs)
-            response.close()
-            return _checked(response)
-
-        return _handle(runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent)
-
-    return wrapper
-
-
-def _async_send(runtime: Runtime) -> Any:
-    async def wrapper(
-        wrapped: Callable[..., Awaitable[httpx.Response]],
-        instance: Any,
-        args: tuple[Any, ...],
-        kwargs: dict[str, Any],
-    ) -> httpx.Response:
-        request, streamed = _plan(instance, args, kwargs)
-        if request is None:
-            return await wrapped(*args, **kwargs)
-        if streamed is not None:
-            response = await run(runtime, streamed, lambda: wrapped(*args, **kwargs), True)
-            return cast(httpx.Response, response)
-
-        async def fetch() -> _Stored:
-            response = await wrapped(*args, **kwargs)
-            await response.aclose()
-            return _checked(response)
-
-        return await _ahandle(
-            runtime, request, lambda: wrapped(*args, **kwargs), fetch, _replay_sent
-        )
+            return run(runtime, streamed, send, is_async)
+        return handle(runtime, request, send, fetched(send), _replay_sent)
 
     return wrapper
 
@@ -556,6 +520,6 @@ def _async_send(runtime: Runtime) -> Any:
 def patches(runtime: Runtime) -> list[Patch]:
     """``httpx.Client.send`` and ``httpx.AsyncClient.send``, for ``instrument(httpx=True)``."""
     return [
-        Patch("httpx", "Client.send", _sync_send(runtime)),
-        Patch("httpx", "AsyncClient.send", _async_send(runtime)),
+        Patch("httpx", "Client.send", _send(runtime, False)),
+        Patch("httpx", "AsyncClient.send", _send(runtime, True)),
     ]

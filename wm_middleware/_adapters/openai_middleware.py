@@ -21,9 +21,11 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from .._api.routes import route_named
 from .._api.tenancy import canonical, read_scopes, server_of, tenant_of
+from .._calls import Read
 from .._core import SharedCodec
-from .._runtime import Read, Runtime
+from .._runtime import Runtime
 from . import Patch
 
 __all__ = ["patches", "wrap"]
@@ -31,6 +33,7 @@ __all__ = ["patches", "wrap"]
 _MODULE: Final = "supermemory_openai.middleware"
 _FUNCTION: Final = "supermemory_profile_search"
 _PARAMETERS: Final = ("container_tag", "query_text", "api_key", "base_url")
+_ROUTE: Final = route_named(3, "profile")  # what it reads: POST {base_url}/v4/profile
 
 
 def _arguments(args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[str, str, str, str] | None:
@@ -69,12 +72,6 @@ def _shared_codec(kind: type[Any]) -> SharedCodec:
     return SharedCodec(dump, load)
 
 
-def _count(result: Any) -> int | None:
-    found = result.search_results
-    results = found.get("results") if isinstance(found, dict) else None
-    return len(results) if isinstance(results, list) else None
-
-
 def _profile_search(runtime: Runtime, share: SharedCodec | None) -> Any:
     def wrapper(
         wrapped: Callable[..., Awaitable[Any]],
@@ -101,7 +98,7 @@ def _profile_search(runtime: Runtime, share: SharedCodec | None) -> Any:
                 query or None,
                 encode=_encode,
                 decode=_decode,
-                count=_count,
+                count=_ROUTE.records_in,
                 share=share,
             )
         except Exception:  # never fail a call for our own reasons

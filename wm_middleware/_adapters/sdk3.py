@@ -36,19 +36,17 @@ from .._api.routes import (
     QUIET_METHODS,
     RESPONSE_OPERATIONS,
     Match,
-    attempted,
     find,
     query_of,
     read_tags,
-    record_id_of,
     written,
 )
 from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
+from .._calls import Follow, Read, Write
 from .._core import SharedCodec
-from .._freshness import Follow
-from .._runtime import Read, Runtime, Write, handled_outside
+from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, asyncio_running, run, timeout_key
+from .calls import Bypass, memo_key_of, remember, run, timeout_key, write_of
 
 if TYPE_CHECKING:
     from . import Wrapper
@@ -102,23 +100,6 @@ def _safe_headers(headers: object) -> dict[str, str] | None:
             text = fingerprint(text)
         safe[lowered] = text
     return safe
-
-
-def _count(value: Any) -> int | None:
-    """``gen_ai.memory.record.count`` of a read's result."""
-    for name in ("results", "memories"):
-        records = getattr(value, name, None)
-        if isinstance(records, list):
-            return len(records)
-    found = getattr(value, "search_results", None)
-    if found is not None:
-        records = getattr(found, "results", None)
-        if isinstance(records, list):
-            return len(records)
-    profile = getattr(value, "profile", None)
-    if profile is not None:
-        return sum(len(getattr(profile, name, None) or ()) for name in ("static", "dynamic"))
-    return None
 
 
 def _encode(value: Any) -> bytes:
@@ -255,7 +236,9 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         return None
     client = _client(instance)
     plain = _is_plain(options, kwargs)
-    memo_key = _memo_key(cast_to, options.method, options.url, options.json_data) if plain else None
+    memo_key = (
+        memo_key_of((cast_to, options.method, options.url), options.json_data) if plain else None
+    )
     if memo_key is not None:
         read = client.reads.get(memo_key)
         if read is not None:
@@ -276,9 +259,7 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
         return Bypass(operation, client.server, query_of(found, body))
     read = _read(found, operation, client, cast_to, options, body)
     if memo_key is not None:
-        if len(client.reads) >= _MEMO_ENTRIES:
-            client.reads.clear()
-        client.reads[memo_key] = read
+        remember(client.reads, memo_key, read)
     return read
 
 
@@ -288,16 +269,7 @@ def _write(
     scopes = written(found, client.tenant, body)
     if scopes is None:
         return None
-    return Write(
-        operation,
-        scopes,
-        client.server,
-        found.route.deletes,
-        attempted(found, body),
-        operation_name=found.route.semconv,
-        record_id=record_id_of(found, body),
-        follow=None if found.route.deletes else _follow(instance),
-    )
+    return write_of(found, scopes, client.server, body, lambda: _follow(instance), operation)
 
 
 def _cacheable(cast_to: Any, options: Any, kwargs: Mapping[str, Any]) -> bool:
@@ -348,7 +320,7 @@ def _read(
         query,
         encode=_encode,
         decode=pickle.loads,  # a fresh object per caller: no mutation reaches the next one
-        count=_count,
+        count=found.route.records_in,
         share=_shared_codec(cast_to),
         flight=_flight(client, options),
     )
@@ -358,43 +330,6 @@ def _follow(instance: Any) -> Follow:
     """How the freshness runtime asks about this client's documents: its URL and headers."""
     headers = tuple((k, v) for k, v in instance.default_headers.items() if isinstance(v, str))
     return Follow(3, str(instance.base_url), headers)
-
-
-_MEMO_ENTRIES: Final = 256  # per client
-_MEMO_TEXT: Final = 2048  # characters of body text a memoised request may carry
-_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
-
-
-def _memo_key(cast_to: Any, method: object, url: object, data: object) -> Hashable | None:
-    """An exact, type-aware key of a request with a small flat JSON body, else ``None``.
-
-    Types are part of it: ``1``, ``1.0`` and ``True`` are equal in Python, not on the wire.
-    """
-    if type(data) is not dict:
-        return None
-    values = tuple(data.values())
-    kinds = tuple(map(type, values))
-    if _SCALARS.issuperset(kinds):  # the common body: str, int, float, bool and None only
-        if kinds.count(str) == len(kinds):
-            text = sum(map(len, values))
-        else:
-            text = sum(len(value) for value in values if type(value) is str)
-        if text > _MEMO_TEXT:
-            return None
-        return (cast_to, method, url, tuple(data), values, kinds)
-    items: list[Hashable] = [cast_to, method, url]
-    text = 0
-    for name, value in data.items():
-        kind = type(value)
-        if kind in _SCALARS:
-            items.append((name, kind, value))
-            text += len(value) if kind is str else 0
-        elif kind is list and all(type(item) is str for item in value):
-            items.append((name, kind, tuple(value)))
-            text += sum(map(len, value))
-        else:
-            return None
-    return tuple(items) if text <= _MEMO_TEXT else None
 
 
 _NOT_GIVEN_TYPES: tuple[type, ...] | None = None
@@ -432,11 +367,7 @@ def _classify(
     instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any], is_async: bool
 ) -> Action:
     try:
-        action = _describe(instance, args, kwargs)
-        if is_async and isinstance(action, Read) and not asyncio_running():
-            # trio (the async client runs on anyio): observed, never cached (see asyncio_running)
-            return Bypass(action.operation, action.server, action.query)
-        return action
+        return _describe(instance, args, kwargs)
     except Exception:  # an unforeseen shape: pass it through rather than fail the caller
         logger.debug("wm_middleware: could not classify a supermemory request", exc_info=True)
         return None

@@ -16,7 +16,10 @@ names:
   body field;
 * ``records``: the body list whose items a batch or bulk write attempts; ``single``: a write of
   one record (its count is 1). Neither: the count is unknown;
-* ``preview``: a body flag that makes a write a read-only preview (``dryRun``).
+* ``preview``: a body flag that makes a write a read-only preview (``dryRun``);
+* ``results``: where a read's answer lists its records (``gen_ai.memory.record.count``): a
+  tuple of alternatives, each a tuple of dotted paths in the API's JSON names whose lists are
+  summed; the first alternative that finds a list counts (:meth:`Route.records_in`).
 
 A non-GET call under the API that the table does not know is a write of the whole tenant
 (:data:`UNKNOWN_WRITE`): dropping too much costs a refetch, keeping a stale answer would be a bug.
@@ -28,7 +31,7 @@ import json
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any, Final, Literal
 from urllib.parse import unquote
 
@@ -90,6 +93,21 @@ class Route:
     records: str | None = None
     single: bool = False
     preview: str | None = None
+    results: tuple[tuple[str, ...], ...] = ()
+
+    def records_in(self, answer: object) -> int | None:
+        """The records a read's ``answer`` holds, by :attr:`results`; ``None`` when it lists none.
+
+        ``answer`` is the API's JSON (dicts and lists) or a model of it (the SDKs' and the
+        middleware's: attributes by the snake_case of the JSON names).
+        """
+        for alternative in self.results:
+            lists = [
+                found for found in map(partial(_at, answer), alternative) if type(found) is list
+            ]
+            if lists:
+                return sum(map(len, lists))
+        return None
 
     @property
     def specificity(self) -> int:
@@ -109,8 +127,12 @@ def _scope(gen: Generation) -> Scope:
     return "tags" if gen == 3 else "namespace"
 
 
-def _read(gen: Generation, template: str, op: str, query: str | None) -> Route:
-    return Route(gen, "POST", template, op, "read", _scope(gen), SEARCH, query=query)
+def _read(
+    gen: Generation, template: str, op: str, query: str | None, *results: tuple[str, ...]
+) -> Route:
+    return Route(
+        gen, "POST", template, op, "read", _scope(gen), SEARCH, query=query, results=results
+    )
 
 
 def _pass(gen: Generation, method: str, template: str, op: str) -> Route:
@@ -145,6 +167,20 @@ def _write(
     )
 
 
+@lru_cache(maxsize=64)
+def _parts(path: str) -> tuple[tuple[str, str], ...]:
+    """Each part of a dotted JSON path: its JSON name and the model attribute of that name."""
+    return tuple((part, re.sub(r"(?<!^)(?=[A-Z])", "_", part).lower()) for part in path.split("."))
+
+
+def _at(value: object, path: str) -> object:
+    for name, attribute in _parts(path):
+        value = value.get(name) if isinstance(value, Mapping) else getattr(value, attribute, None)
+        if value is None:
+            return None
+    return value
+
+
 def _by_id(gen: Generation, method: str, template: str, op: str, semconv: str) -> Route:
     """A write of the one record the ``{id}`` segment names. In 3.x that record's current tags
     are unknown here (an ``update`` may carry its NEW ones): it changes the whole tenant."""
@@ -152,12 +188,15 @@ def _by_id(gen: Generation, method: str, template: str, op: str, semconv: str) -
     return _write(gen, method, template, op, semconv, scope=scope, record_id="{id}")
 
 
+_PROFILE: Final = ("profile.static", "profile.dynamic")  # a profile's two lists of facts
+
 ROUTES: Final[tuple[Route, ...]] = (
     # -- 3.x (Stainless SDK) --------------------------------------------------------------------
-    _read(3, "/v4/search", "search.memories", "q"),
-    _read(3, "/v3/search", "search.execute", "q"),  # or search.documents: RESPONSE_OPERATIONS
-    _read(3, "/v4/profile", "profile", "q"),
-    _read(3, "/v3/documents/list", "documents.list", None),
+    _read(3, "/v4/search", "search.memories", "q", ("results",)),
+    # or search.documents: RESPONSE_OPERATIONS
+    _read(3, "/v3/search", "search.execute", "q", ("results",)),
+    _read(3, "/v4/profile", "profile", "q", ("searchResults.results",), _PROFILE),
+    _read(3, "/v3/documents/list", "documents.list", None, ("memories",)),
     _pass(3, "GET", "/v3/documents/processing", "documents.list_processing"),
     _pass(3, "GET", "/v3/documents/{id}", "documents.get"),
     _pass(3, "GET", "/v3/settings", "settings.get"),
@@ -202,9 +241,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     _by_id(3, "DELETE", "/v3/memories/{id}", "memories.delete", DELETE),
     _pass(3, "POST", "/v3/memories/list", "memories.list"),
     # -- 5.x (Fern SDK) -------------------------------------------------------------------------
-    _read(5, "/ns/{ns}/search", "search", "query"),
-    _read(5, "/ns/{ns}/profile", "profile", None),
-    _read(5, "/ns/{ns}/list/{type}", "list", None),
+    _read(5, "/ns/{ns}/search", "search", "query", ("results",)),
+    _read(5, "/ns/{ns}/profile", "profile", None, ("results",), _PROFILE),
+    _read(5, "/ns/{ns}/list/{type}", "list", None, ("documents", "chunks", "memories")),
     _pass(5, "POST", "/ns/{ns}/list/documents/memory-counts", "list.memory_counts"),
     _pass(5, "POST", "/feedback", "feedback"),
     _pass(5, "GET", "/ns", "namespaces.list"),

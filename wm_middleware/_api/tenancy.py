@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Hashable, Iterable, Mapping
+from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
 
 from .._core import normalise_query
@@ -97,12 +98,17 @@ def tenant_of(base_url: object, api_key: str | None) -> Tenant:
     return (str(base_url).rstrip("/"), fingerprint(api_key))
 
 
-def server_of(base_url: object) -> tuple[str, int | None]:
-    """``server.address`` and ``server.port`` of a base URL."""
+@lru_cache(maxsize=256)
+def server_of(base_url: str) -> tuple[str, int | None]:
+    """``server.address`` and ``server.port`` of a base URL: the one reading of them.
+
+    The scheme's port when the URL names none; ``("", None)`` for what is not a URL. Cached: a
+    client's base URL is read once, not per call.
+    """
     import httpx
 
     try:
-        url = httpx.URL(str(base_url))
+        url = httpx.URL(base_url)
     except Exception:
         return ("", None)
     port = url.port

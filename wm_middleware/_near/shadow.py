@@ -42,8 +42,8 @@ from .answers import agree, ids_of, partition_of
 from .text import Words
 
 if TYPE_CHECKING:
+    from .._calls import Read
     from .._core import WorkingMemory
-    from .._runtime import Read
     from .._telemetry import ReadObservation, Telemetry
     from ..semantic import SemanticReuse, Vector
 

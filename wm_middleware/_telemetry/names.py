@@ -25,8 +25,7 @@ SCHEMA_URL: Final = f"https://opentelemetry.io/schemas/gen-ai-dev/{SEMCONV_VERSI
 
 # -- environment variables ----------------------------------------------------------------------
 CAPTURE_CONTENT_ENV: Final = "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT"
-STORE_ID_ENV: Final = "WM_MIDDLEWARE_STORE_ID"
-OPENINFERENCE_ENV: Final = "WM_MIDDLEWARE_OPENINFERENCE"
+# The store id and OpenInference variables are settings: wm_middleware._settings reads them.
 DEFAULT_STORE_ID: Final = "supermemory"
 PROVIDER: Final = "supermemory"  # gen_ai.provider.name
 

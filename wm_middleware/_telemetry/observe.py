@@ -1,8 +1,10 @@
 """One observation per call: begun when a read or write starts, finished once with its outcome.
 
-:class:`ReadObservation` is what :meth:`Telemetry.begin_read` returns. The runtime hands its
-fetch through :meth:`ReadObservation.fetching` and ends it with exactly one of
-:meth:`~ReadObservation.hit`, :meth:`~ReadObservation.done` or :meth:`~ReadObservation.fail`.
+:class:`Telemetry` holds one instrumentation's tracer, instruments and settings and begins the
+observations; :class:`ReadObservation` is what :meth:`Telemetry.begin_read` returns. The
+runtime hands its fetch through :meth:`ReadObservation.fetching` and ends it with exactly one
+of :meth:`~ReadObservation.hit`, :meth:`~ReadObservation.done` or
+:meth:`~ReadObservation.fail`.
 
 The span's kind is known before it starts: a read whose own fetch runs is a request to the
 memory service (``CLIENT``), started by the fetch wrapper when the fetch begins, back-dated to
@@ -14,23 +16,107 @@ time. A hit with ``trace_hits=False`` makes no span at all and is counted in a p
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from opentelemetry.trace import SpanKind
+from opentelemetry import trace
+from opentelemetry.metrics import MeterProvider
+from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import TracerProvider as TracerProviderApi
 from opentelemetry.util.types import AttributeValue
 
+from .._settings import Settings
+from ..version import __version__
 from . import names
+from .metrics import Instruments
 from .openinference import read_attributes, read_metadata
 from .spans import GuardedSpan, current, error_type, records_of, start
 
 if TYPE_CHECKING:
-    from .._runtime import Read, Write
-    from . import Telemetry
+    from .._calls import Read, Write
+    from .._core import WorkingMemory
 
-__all__ = ["ReadObservation", "WriteObservation"]
+__all__ = ["ReadObservation", "Telemetry", "WriteObservation", "capture_content_enabled"]
+
+
+def capture_content_enabled() -> bool:
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` is exactly ``true`` (any case)."""
+    return os.environ.get(names.CAPTURE_CONTENT_ENV, "").strip().lower() == "true"
+
+
+class Telemetry:
+    """Spans and metrics of one instrumentation (``instrument()`` or one ``wrap()``).
+
+    Args:
+        tracer_provider, meter_provider: where spans and metrics go (default: the global ones).
+        settings: the resolved settings it follows (:class:`~wm_middleware._settings.Settings`):
+            ``trace_hits`` (a span per cache hit, else hits are counted and one in
+            ``HIT_SAMPLE`` timed), ``store_id`` (``gen_ai.memory.store.id`` on every span,
+            ``"supermemory"`` when unset: name the store, not a user) and ``openinference``
+            (OpenInference attributes: ``openinference.span.kind`` RETRIEVER on reads, the cache
+            result in ``metadata``). Default: ``Settings.resolve({})``, the variables or defaults.
+
+    Raises:
+        ValueError: without ``settings``, a bad ``WM_MIDDLEWARE_*`` variable (named).
+    """
+
+    def __init__(
+        self,
+        tracer_provider: TracerProviderApi | None = None,
+        meter_provider: MeterProvider | None = None,
+        settings: Settings | None = None,
+    ) -> None:
+        if settings is None:
+            settings = Settings.resolve({})
+        self.trace_hits = settings.trace_hits
+        self.capture_content = capture_content_enabled()
+        self.openinference = settings.openinference
+        self.store_id = settings.store_id or names.DEFAULT_STORE_ID
+        self.tracer: Tracer = trace.get_tracer(
+            "wm_middleware", __version__, tracer_provider, schema_url=names.SCHEMA_URL
+        )
+        self.instruments = Instruments(meter_provider)
+
+    def watch(self, memory: WorkingMemory[Any]) -> None:
+        """Export ``memory``'s size and counters through the observable instruments."""
+        self.instruments.watch(memory)
+
+    def record_shared(self, outcome: str, seconds: float | None = None) -> None:
+        """One operation on the shared tier: ``wm.shared.operations`` and its duration."""
+        self.instruments.record_shared(outcome, seconds)
+
+    # -- one observation per call -------------------------------------------------------------
+    def begin_read(self, read: Read) -> ReadObservation:
+        """A read through the cache starts: finish it with ``hit``, ``done`` or ``fail``."""
+        return ReadObservation(self, read)
+
+    def begin_bypass(self, read: Read, traced: bool = True) -> ReadObservation:
+        """An uncached read starts (its span now, unless not ``traced``): finish it with
+        ``bypassed`` or ``fail``."""
+        return ReadObservation(self, read, bypass=True, traced=traced)
+
+    def begin_write(self, write: Write) -> WriteObservation:
+        """A write starts (its span now): finish it with ``finish``."""
+        return WriteObservation(self, write)
+
+    def base_attributes(
+        self, name: str, operation: str, server: tuple[str, int | None]
+    ) -> dict[str, AttributeValue]:
+        """The attributes every span of this library carries, given when it starts."""
+        attributes: dict[str, AttributeValue] = {
+            names.OPERATION_NAME: name,
+            names.PROVIDER_NAME: names.PROVIDER,
+            names.STORE_ID: self.store_id,
+            names.SM_OPERATION: operation,
+        }
+        if server[0]:
+            attributes[names.SERVER_ADDRESS] = server[0]
+        if server[1] is not None:
+            attributes[names.SERVER_PORT] = server[1]
+        return attributes
 
 
 def _wall_ns(started: float) -> int:
@@ -172,7 +258,9 @@ class ReadObservation:
             telemetry = self._telemetry
             if telemetry.openinference:
                 attributes.update(
-                    read_metadata(self._read.operation, result, tier, value, telemetry)
+                    read_metadata(
+                        self._read.operation, result, tier, value, telemetry.capture_content
+                    )
                 )
             span.set_attributes(attributes)
         span.end()
@@ -194,11 +282,11 @@ class WriteObservation:
         self._telemetry = telemetry
         self._write = write
         self._start = time.perf_counter()
-        name, records = _write_facts(write)
+        name = write.operation_name
         self._name = name
         attributes = telemetry.base_attributes(name, write.operation, write.server)
-        if records is not None:
-            attributes[names.RECORD_COUNT] = records
+        if write.records is not None:
+            attributes[names.RECORD_COUNT] = write.records
         if write.record_id is not None:
             attributes[names.RECORD_ID] = write.record_id
         self._span = start(telemetry.tracer, name, SpanKind.CLIENT, attributes)
@@ -221,38 +309,3 @@ class WriteObservation:
         span.end()
         seconds = time.perf_counter() - self._start
         self._telemetry.instruments.record_operation(seconds, self._name, self._write.server, kind)
-
-
-def _write_facts(write: Write) -> tuple[str, int | None]:
-    """The semconv operation and record count: the adapter's, else derived (the fallback)."""
-    if write.operation_name is not None:
-        return write.operation_name, write.records
-    name = write_operation_name(write.operation, write.deletes)
-    return name, write.records if write.records is not None else records_attempted(write.operation)
-
-
-# The fallback when an adapter names no operation: write operations that touch a number of
-# records their request does not list (bulk deletes by tag, whole namespaces) or no memory
-# record at all get no guessed record count.
-_UNCOUNTED_WRITES = (
-    "batch",
-    "bulk",
-    "matching",
-    "namespace",
-    "settings",
-    "connection",
-    "organization",
-    "write",
-)
-
-
-def write_operation_name(operation: str, deletes: bool) -> str:
-    """Fallback: ``delete_memory``, ``update_memory`` (known records) or ``upsert_memory``."""
-    if deletes:
-        return names.DELETE_MEMORY
-    return names.UPDATE_MEMORY if "update" in operation else names.UPSERT_MEMORY
-
-
-def records_attempted(operation: str) -> int | None:
-    """Fallback: one record per single-record call, unknown (None) for the rest."""
-    return None if any(word in operation for word in _UNCOUNTED_WRITES) else 1

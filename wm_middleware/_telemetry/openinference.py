@@ -1,6 +1,6 @@
 """OpenInference attributes (opt-in): memory reads as retrievals in Phoenix-style backends.
 
-Switched on by ``Telemetry(openinference=True)`` or ``WM_MIDDLEWARE_OPENINFERENCE=true``. A
+Switched on by the ``openinference`` setting (``WM_MIDDLEWARE_OPENINFERENCE=true``). A
 read gets ``openinference.span.kind = RETRIEVER`` and a ``metadata`` JSON object naming its cache
 result, tier and SDK operation. The query (``input.value``) and the documents
 (``retrieval.documents.{i}.document.{id,content,score}``) are content: exported only with
@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.util.types import AttributeValue
 
 from . import names
 from .spans import failed
 
-if TYPE_CHECKING:
-    from . import Telemetry
-
-__all__ = ["documents_of", "read_attributes", "read_metadata"]
+__all__ = ["read_attributes", "read_metadata", "retrieval_documents"]
 
 _ID_FIELDS = ("id", "documentId", "document_id", "memoryId", "memory_id")
 _CONTENT_FIELDS = ("memory", "content", "chunk", "text", "summary", "title")
@@ -37,15 +34,15 @@ def read_attributes(query: str | None, capture_content: bool) -> dict[str, Attri
 
 
 def read_metadata(
-    operation: str, result: str, tier: str | None, value: Any, telemetry: Telemetry
+    operation: str, result: str, tier: str | None, value: Any, capture_content: bool
 ) -> dict[str, AttributeValue]:
     """What a read's span gets with its outcome: the metadata, and the documents if allowed."""
     metadata = {names.CACHE_RESULT: result, names.SM_OPERATION: operation}
     if tier is not None:
         metadata[names.CACHE_TIER] = tier
     found: dict[str, AttributeValue] = {names.OI_METADATA: json.dumps(metadata, sort_keys=True)}
-    if telemetry.capture_content:
-        for index, document in enumerate(documents_of(value)):
+    if capture_content:
+        for index, document in enumerate(retrieval_documents(value)):
             prefix = f"{names.OI_DOCUMENTS}.{index}.document."
             for field, item in document.items():
                 found[prefix + field] = item
@@ -92,7 +89,7 @@ def _document(item: Any) -> dict[str, AttributeValue] | None:
     return document or None
 
 
-def documents_of(value: Any) -> list[dict[str, AttributeValue]]:
+def retrieval_documents(value: Any) -> list[dict[str, AttributeValue]]:
     """The documents of a read's result (at most ``OI_MAX_DOCUMENTS``), best effort."""
     try:
         plain = _plain(value)
