@@ -8,6 +8,7 @@ so what keeps candidates apart in those tests is the partition alone.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -288,3 +289,23 @@ async def test_the_variable_and_wrap_switch_it_on(
     await done(search(generation, wrapped, "green tea"))
     await done(search(generation, wrapped, "Green tea?"))
     assert wrapped.working_memory.stats().near_agreed == 1
+
+
+async def test_a_candidate_refreshed_since_it_was_indexed_is_compared_by_its_new_answer(
+    seeded: EmulatorServer, generation: Generation, shadow: Any, mode: str
+) -> None:
+    memory = shadow(semantic="shadow", ttl=60.0, refresh_after=0.2)
+    client = generation.client(mode, seeded.base_url)
+    old = ids(await done(search(generation, client, "green tea")))
+    seeded.seed(KEY, ["green tea", "Green tea, green tea and more green tea"], container_tag=TAG)
+    new = old
+    for _ in range(300):  # each hit past refresh_after starts the background refresh
+        await asyncio.sleep(0.05)
+        new = ids(await done(search(generation, client, "green tea")))
+        if new != old:
+            break
+    assert new[:3] != old[:3], "the refresh brought the answer the emulator gives now"
+    fetched = ids(await done(search(generation, client, "Green tea?")))  # a near-duplicate miss
+    assert fetched == new
+    stats = memory.stats()
+    assert (stats.near_candidates, stats.near_agreed, stats.near_disagreed) == (1, 1, 0)

@@ -14,7 +14,10 @@ Hard cases, on purpose:
 * **A hanging embedder.** The miss waits ``timeout`` and goes on; at most :data:`_WORKERS`
   embeddings run at once, and a miss finding them all busy is an error at once, so a hung
   embedder costs a few parked threads, never a slower read. A late vector is still indexed.
-* **Memory.** The index holds one record (query words, vector, answer ids) per cached entry,
+* **A replaced answer.** A record keeps no answer: the candidate's ids are read from the value
+  the memory holds for its key when the miss is compared (what a hit would serve then), so a
+  background refresh or a later store of the key is what the comparison sees.
+* **Memory.** The index holds one record (query words, vector, decoder) per cached entry,
   at most the memory's ``max_entries``, oldest dropped first; a record whose entry is gone
   (evicted, expired, invalidated) is dropped when its partition is next looked at. A lookup
   reads at most the partition's records.
@@ -26,11 +29,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import _logs
+from .._core import MISSING
 from .._telemetry.names import (
     NEAR_COMPARISONS,
     NEAR_QUERY,
@@ -53,12 +57,16 @@ _WORKERS: Final = 4  # embeddings running at once, hung ones included
 
 
 class _Record(NamedTuple):
-    """One cached query: its entry's key, words, vector and answer ids."""
+    """One cached query: its entry's key, words, vector, and how its stored value is read.
+
+    No answer is kept here: a comparison reads the entry's value as the memory holds it then
+    (a background refresh or a later store of the key may have replaced it since).
+    """
 
     key: Hashable
     words: Words
     vector: Vector
-    ids: tuple[str, ...] | None
+    decode: Callable[[Any], Any]
 
 
 class Pending(NamedTuple):
@@ -68,6 +76,7 @@ class Pending(NamedTuple):
     partition: Hashable
     query: str
     vector: Future[Any]
+    decode: Callable[[Any], Any]
 
 
 class Verdict(NamedTuple):
@@ -120,7 +129,7 @@ class Shadow:
             partition = partition_of(read.key, query)
             if partition is None or query is None:
                 return None
-            return Pending(read.key, partition, query, self._vector(query))
+            return Pending(read.key, partition, query, self._vector(query), read.decode)
         except Exception as error:
             self._failed(error)
             return None
@@ -132,7 +141,7 @@ class Shadow:
         try:
             vector = pending.vector.result(timeout=self.semantic.timeout)
         except Exception as error:
-            self._late(pending, value, error, observation)
+            self._late(pending, error, observation)
             return
         self._settle(pending, vector, value, observation)
 
@@ -143,11 +152,11 @@ class Shadow:
         if not pending.vector.done():
             await _waited(pending.vector, self.semantic.timeout)
         if not pending.vector.done():
-            self._late(pending, value, TimeoutError("the embedding ran out of time"), observation)
+            self._late(pending, TimeoutError("the embedding ran out of time"), observation)
             return
         error = pending.vector.exception()
         if error is not None:
-            self._late(pending, value, error, observation)
+            self._late(pending, error, observation)
             return
         self._settle(pending, pending.vector.result(), value, observation)
 
@@ -185,26 +194,22 @@ class Shadow:
             ids = ids_of(value)
             words = Words(pending.query)
             verdict = self._judge(pending, words, vector, ids)
-            self._add(_Record(pending.key, words, vector, ids), pending.partition)
+            self._add(_Record(pending.key, words, vector, pending.decode), pending.partition)
         except Exception as error:
             self._failed(error)
             verdict = Verdict("error")
         self._observe(verdict, observation)
 
-    def _late(self, pending: Pending, value: Any, error: BaseException, observation: Any) -> None:
+    def _late(self, pending: Pending, error: BaseException, observation: Any) -> None:
         """The vector failed or is late: an error now; a late one is indexed when it comes."""
         self._failed(error)
         self._observe(Verdict("error"), observation)
-        try:
-            ids = ids_of(value)
-        except Exception:
-            return
 
         def arrived(future: Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None:
                 return
             try:
-                record = _Record(pending.key, Words(pending.query), future.result(), ids)
+                record = _Record(pending.key, Words(pending.query), future.result(), pending.decode)
                 self._add(record, pending.partition)
             except Exception:
                 pass  # counted once already
@@ -229,7 +234,11 @@ class Shadow:
                 break
             veto = semantic.refused_by(record.words, words)
             if veto is None:
-                verdict = "agreed" if agree(record.ids, ids) else "disagreed"
+                stored = self._memory.peek(record.key)
+                if stored is MISSING:
+                    continue  # dropped since it was found live
+                served = ids_of(record.decode(stored))  # what a hit would serve for it now
+                verdict = "agreed" if agree(served, ids) else "disagreed"
                 return Verdict(verdict, similarity, None, record.words.text)
             first_veto = first_veto or veto
         if first_veto is not None:
@@ -244,7 +253,7 @@ class Shadow:
         dead: list[_Record] = []
         for record in records:
             if record.key != pending.key:
-                (live if self._memory.holds(record.key) else dead).append(record)
+                (dead if self._memory.peek(record.key) is MISSING else live).append(record)
         if dead:
             with self._lock:
                 for record in dead:
@@ -255,7 +264,7 @@ class Shadow:
 
     def _add(self, record: _Record, partition: Hashable) -> None:
         """Index ``record``, keeping at most the memory's ``max_entries`` records."""
-        if not self._memory.holds(record.key):
+        if self._memory.peek(record.key) is MISSING:
             return  # not stored (invalidated during the fetch, or kept out of this process)
         with self._lock:
             self._drop(record.key)
