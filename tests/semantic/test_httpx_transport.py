@@ -30,12 +30,16 @@ def server(emulator: EmulatorServer) -> Iterator[EmulatorServer]:
     wm_middleware.uninstrument()
 
 
+def search_sync(server: EmulatorServer, body: dict[str, str], headers: dict[str, str]) -> Any:
+    with httpx.Client(base_url=server.base_url, headers=headers) as client:
+        return client.post("/v4/search", json=body).json()
+
+
 async def search(server: EmulatorServer, mode: str, query: str, key: str = KEYS[0]) -> Any:
     body = {"q": query, "containerTag": TAG}
     headers = {"Authorization": f"Bearer {key}"}
     if mode == "sync":
-        with httpx.Client(base_url=server.base_url, headers=headers) as client:
-            return client.post("/v4/search", json=body).json()
+        return search_sync(server, body, headers)
     async with httpx.AsyncClient(base_url=server.base_url, headers=headers) as client:
         return (await client.post("/v4/search", json=body)).json()
 
@@ -46,7 +50,8 @@ async def test_a_rewording_agrees_and_another_key_is_never_a_candidate(
     memory: WorkingMemory[Any] = wm_middleware.instrument(httpx=True, semantic="shadow")
     first = await search(server, mode, "what does the user drink")
     second = await search(server, mode, "What does the user drink?")
-    assert first["results"] and second["results"] == first["results"]
+    assert first["results"]
+    assert second["results"] == first["results"]
     await search(server, mode, "What does the user drink?", key=KEYS[1])
     stats = memory.stats()
     assert (stats.misses, stats.near_candidates, stats.near_agreed) == (3, 1, 1)
