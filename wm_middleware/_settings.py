@@ -188,8 +188,7 @@ def _semantic(value: object, name: str) -> SemanticReuse | None:
         return SemanticReuse()
     if not isinstance(value, SemanticReuse):
         raise TypeError(
-            f"{name} must be 'off', 'shadow', a bool or a SemanticReuse, "
-            f"not {type(value).__name__}"
+            f"{name} must be 'off', 'shadow', a bool or a SemanticReuse, not {type(value).__name__}"
         )
     return value
 
