@@ -309,3 +309,17 @@ async def test_a_candidate_refreshed_since_it_was_indexed_is_compared_by_its_new
     assert fetched == new
     stats = memory.stats()
     assert (stats.near_candidates, stats.near_agreed, stats.near_disagreed) == (1, 1, 0)
+
+
+async def test_records_of_dropped_entries_go_even_when_their_partition_is_not_read_again(
+    seeded: EmulatorServer, generation: Generation, shadow: Any, mode: str
+) -> None:
+    memory = shadow(semantic="shadow")
+    client = generation.client(mode, seeded.base_url)
+    for query in ("tea", "coffee", "seats"):
+        await done(search(generation, client, query))
+    assert len(near_index()) == 3
+    memory.clear()
+    for query in ("Alice", "Bob"):  # misses of another partition
+        await done(search(generation, client, query, tag=OTHER_TAG))
+    assert len(near_index()) == 2  # theirs alone: the cleared entries' queries are gone

@@ -19,7 +19,8 @@ Hard cases, on purpose:
   background refresh or a later store of the key is what the comparison sees.
 * **Memory.** The index holds one record (query words, vector, decoder) per cached entry,
   at most the memory's ``max_entries``, oldest dropped first; a record whose entry is gone
-  (evicted, expired, invalidated) is dropped when its partition is next looked at. A lookup
+  (evicted, expired, invalidated, cleared) is dropped when its partition is next looked at, or
+  by the sweep of the oldest records that each addition makes, whichever comes first. A lookup
   reads at most the partition's records.
 * **Tenants.** A partition starts with the key's tenant: another tenant's queries are never
   looked at.
@@ -54,6 +55,7 @@ if TYPE_CHECKING:
 __all__ = ["Pending", "Shadow", "Verdict"]
 
 _WORKERS: Final = 4  # embeddings running at once, hung ones included
+_SWEPT: Final = 2  # the oldest records looked at by each addition (see Shadow._sweep)
 
 
 class _Record(NamedTuple):
@@ -268,10 +270,23 @@ class Shadow:
             return  # not stored (invalidated during the fetch, or kept out of this process)
         with self._lock:
             self._drop(record.key)
+            self._sweep()
             self._partitions.setdefault(partition, {})[record.key] = record
             self._order[record.key] = partition
             while len(self._order) > self._memory.max_entries:
                 self._drop(next(iter(self._order)))
+
+    def _sweep(self) -> None:
+        """Look at the :data:`_SWEPT` oldest records (under ``_lock``): one whose entry is gone is
+        dropped, a live one goes last. So each record is looked at again within
+        ``len(self) / _SWEPT`` additions, whatever partition they are in: the query text of an
+        entry evicted, expired, invalidated or cleared is not kept for long."""
+        for _ in range(min(_SWEPT, len(self._order))):
+            key = next(iter(self._order))
+            if self._memory.peek(key) is MISSING:
+                self._drop(key)
+            else:
+                self._order.move_to_end(key)
 
     def _drop(self, key: Hashable) -> None:
         """Forget ``key``'s record (under ``_lock``)."""
