@@ -3,7 +3,7 @@ replayed responses' ids are compared, and another API key is never a candidate."
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -14,19 +14,12 @@ from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 from wm_middleware.semantic import SemanticReuse
 
-TAG = "user-1"
-KEYS = ("sk-a", "sk-b")
-
-
-def same_vector(texts: Sequence[str]) -> list[list[float]]:
-    return [[1.0, 0.0] for _ in texts]
+from .tenants import KEYS, TAG, same_vector, seed_tenants
 
 
 @pytest.fixture
 def server(emulator: EmulatorServer) -> Iterator[EmulatorServer]:
-    for key in KEYS:
-        emulator.seed(key, ["User drinks green tea", "User lives in Lyon"], container_tag=TAG)
-    yield emulator
+    yield seed_tenants(emulator)
     wm_middleware.uninstrument()
 
 

@@ -3,7 +3,7 @@ its answers' ids are read from ``search_results``, and its partition keeps tenan
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import pytest
 
@@ -16,21 +16,12 @@ from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 from wm_middleware.semantic import SemanticReuse
 
-TAG = "user-1"
-KEYS = ("sk-a", "sk-b")
-
-
-def same_vector(texts: Sequence[str]) -> list[list[float]]:
-    return [[1.0, 0.0] for _ in texts]
+from .tenants import KEYS, TAG, same_vector, seed_tenants
 
 
 @pytest.fixture
 def server(emulator: EmulatorServer) -> Iterator[EmulatorServer]:
-    for key in KEYS:
-        emulator.seed(
-            key, ["User drinks green tea every morning", "User lives in Lyon"], container_tag=TAG
-        )
-    yield emulator
+    yield seed_tenants(emulator)
     wm_middleware.uninstrument()
 
 
