@@ -323,3 +323,33 @@ async def test_records_of_dropped_entries_go_even_when_their_partition_is_not_re
     for query in ("Alice", "Bob"):  # misses of another partition
         await done(search(generation, client, query, tag=OTHER_TAG))
     assert len(near_index()) == 2  # theirs alone: the cleared entries' queries are gone
+
+
+def test_the_embedder_is_asked_once_per_query(
+    seeded: EmulatorServer, generation: Generation, shadow: Any
+) -> None:
+    asked: list[str] = []
+
+    def counting(texts: Sequence[str]) -> list[list[float]]:
+        asked.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+    memory = shadow(semantic=SemanticReuse(embed=counting, vetoes=(), timeout=5.0))
+    client = generation.client("sync", seeded.base_url)
+    seeded.set_latency(0.3)  # long enough for every thread to join the first one's fetch
+    barrier = threading.Barrier(6)
+
+    def run() -> None:
+        barrier.wait()
+        search(generation, client, "green tea")
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    seeded.set_latency(0.0)
+    assert memory.stats().misses == 1
+    memory.clear()
+    search(generation, client, "green tea")  # its entry is gone, its vector is not
+    assert asked == ["green tea"]

@@ -94,8 +94,8 @@ class Verdict(NamedTuple):
 class Shadow:
     """The index and the comparisons of one runtime's shadow mode.
 
-    ``_lock`` guards ``_partitions``, ``_order`` and ``_running``; similarities, vetoes and the
-    embedder run outside it.
+    ``_lock`` guards ``_partitions``, ``_order``, ``_running`` and ``_embedding``; similarities,
+    vetoes and the embedder run outside it.
     """
 
     def __init__(
@@ -108,6 +108,7 @@ class Shadow:
         self._partitions: dict[Hashable, dict[Hashable, _Record]] = {}
         self._order: OrderedDict[Hashable, Hashable] = OrderedDict()  # key -> its partition
         self._running = 0
+        self._embedding: dict[Hashable, Future[Any]] = {}  # key -> its embedding under way
         self._logged = False
         self._counter: Any = None
         try:  # telemetry never breaks a call, nor the instrument() that makes this
@@ -131,7 +132,8 @@ class Shadow:
             partition = partition_of(read.key, query)
             if partition is None or query is None:
                 return None
-            return Pending(read.key, partition, query, self._vector(query), read.decode)
+            vector = self._vector(read.key, partition, query)
+            return Pending(read.key, partition, query, vector, read.decode)
         except Exception as error:
             self._failed(error)
             return None
@@ -163,33 +165,51 @@ class Shadow:
         self._settle(pending, pending.vector.result(), value, observation)
 
     # -- the steps ------------------------------------------------------------------------------
-    def _vector(self, query: str) -> Future[Any]:
-        """The query's vector: computed now (lexical), or by a worker thread (an embedder)."""
+    def _vector(self, key: Hashable, partition: Hashable, query: str) -> Future[Any]:
+        """The query's vector: computed now (lexical), or by a worker thread (an embedder).
+
+        The embedder is asked once per query: a miss of a key still indexed (its entry gone
+        since) takes the record's vector, and misses of one key share one embedding until its
+        record is indexed (at most ``max_entries`` kept, for misses whose fetch failed).
+        """
         future: Future[Any] = Future()
         if self.semantic.embed is None:
             future.set_result(self.semantic.vectors([query])[0])
             return future
         with self._lock:
-            busy = self._running >= _WORKERS
-            if not busy:
+            record = self._partitions.get(partition, {}).get(key)
+            shared = self._embedding.get(key)
+            busy = record is None and shared is None and self._running >= _WORKERS
+            if record is None and shared is None and not busy:
                 self._running += 1
-        if busy:
+                self._embedding[key] = future
+                if len(self._embedding) > self._memory.max_entries:
+                    del self._embedding[next(iter(self._embedding))]  # a miss that failed
+        if record is not None:
+            future.set_result(record.vector)
+        elif shared is not None:
+            return shared
+        elif busy:
             future.set_exception(TimeoutError("every embedding worker is busy"))
-            return future
-        thread = threading.Thread(
-            target=self._embed, args=(query, future), name="wm-near-embed", daemon=True
-        )
-        thread.start()
+        else:
+            thread = threading.Thread(
+                target=self._embed, args=(key, query, future), name="wm-near-embed", daemon=True
+            )
+            thread.start()
         return future
 
-    def _embed(self, query: str, future: Future[Any]) -> None:
+    def _embed(self, key: Hashable, query: str, future: Future[Any]) -> None:
+        failed = True
         try:
             future.set_result(self.semantic.vectors([query])[0])
+            failed = False
         except BaseException as error:  # the embedder's: reported by the miss waiting for it
             future.set_exception(error)
         finally:
             with self._lock:
                 self._running -= 1
+                if failed and self._embedding.get(key) is future:
+                    del self._embedding[key]  # a vector is kept until its record is indexed
 
     def _settle(self, pending: Pending, vector: Vector, value: Any, observation: Any) -> None:
         try:
@@ -269,6 +289,7 @@ class Shadow:
         if self._memory.peek(record.key) is MISSING:
             return  # not stored (invalidated during the fetch, or kept out of this process)
         with self._lock:
+            self._embedding.pop(record.key, None)
             self._drop(record.key)
             self._sweep()
             self._partitions.setdefault(partition, {})[record.key] = record
