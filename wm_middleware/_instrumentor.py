@@ -313,7 +313,7 @@ def instrument(
     settle_interval: float | None = None,
     settle_max: float | None = None,
     openinference: bool | None = None,
-    semantic: str | SemanticReuse | None = None,
+    semantic: str | bool | SemanticReuse | None = None,
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
 
@@ -344,9 +344,11 @@ def instrument(
         freshness, settle_interval, settle_max: reads after a write wait for it to be indexed,
             checking every ``settle_interval`` seconds for at most ``settle_max``.
         openinference: also set OpenInference attributes on spans.
-        semantic: ``"shadow"`` or a :class:`~wm_middleware.semantic.SemanticReuse`: compare each
-            miss with the nearest cached query of its partition, counted in the ``near_*``
-            stats (never changes an answer); ``"off"`` (the default) does nothing.
+        semantic: ``"shadow"`` (or ``True``: the default ``SemanticReuse()``) or a
+            :class:`~wm_middleware.semantic.SemanticReuse`: compare each miss with the nearest
+            cached query of its partition, counted in the ``near_*`` stats (never changes an
+            answer); ``"off"`` or ``False`` does nothing; unset: ``WM_MIDDLEWARE_SEMANTIC``,
+            else off.
 
     Raises:
         TypeError, ValueError: a bad argument or variable (the message names it), an option
@@ -400,7 +402,7 @@ def wrap(
     settle_interval: float | None = None,
     settle_max: float | None = None,
     openinference: bool | None = None,
-    semantic: str | SemanticReuse | None = None,
+    semantic: str | bool | SemanticReuse | None = None,
 ) -> Any:
     """A cached copy of ``client``, without monkeypatching anything.
 

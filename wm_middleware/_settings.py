@@ -174,19 +174,21 @@ def _tier(value: object, name: str) -> str | SharedTier:
 
 
 def _semantic(value: object, name: str) -> SemanticReuse | None:
-    """``off`` (``None``), ``shadow`` (the default configuration) or a ``SemanticReuse``."""
+    """``off`` / ``False`` (``None``), ``shadow`` / ``True`` (the default configuration) or a
+    ``SemanticReuse``."""
     if isinstance(value, str):
-        if value.strip().lower() == "off":
-            return None  # and wm_middleware.semantic stays unimported
-        if value.strip().lower() != "shadow":
+        if value.strip().lower() not in ("off", "shadow"):
             raise ValueError(f"{name} must be off or shadow, got {value!r}")
+        value = value.strip().lower() == "shadow"
+    if value is False:
+        return None  # and wm_middleware.semantic stays unimported
     from .semantic import SemanticReuse  # here: only the shadow mode needs it
 
-    if isinstance(value, str):
+    if value is True:
         return SemanticReuse()
     if not isinstance(value, SemanticReuse):
         raise TypeError(
-            f"{name} must be 'off', 'shadow' or a SemanticReuse, not {type(value).__name__}"
+            f"{name} must be 'off', 'shadow', a bool or a SemanticReuse, not {type(value).__name__}"
         )
     return value
 

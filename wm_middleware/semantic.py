@@ -249,7 +249,8 @@ class NearReport(NamedTuple):
         return (
             f"of {self.misses} misses, {self.candidates} had a candidate: {self.agreed} agreed, "
             f"{self.disagreed} disagreed (disagreement <= {self.bound:.1%} at 95%); "
-            f"serving them would have saved {saved} of misses; {self.vetoed} vetoed, "
+            f"serving them would have saved {saved} of misses ({self.agreed} fetches) and "
+            f"risked {self.disagreed} wrong answers; {self.vetoed} vetoed, "
             f"{self.errors} embedding errors"
         )
 

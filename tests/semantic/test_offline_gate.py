@@ -157,7 +157,7 @@ def test_the_report_line_says_what_serving_would_have_saved_and_risked() -> None
     line = str(report(stats))
     assert line.startswith("of 120 misses, 31 had a candidate: 30 agreed, 1 disagreed")
     assert f"{upper_bound(1, 31):.1%}" in line
-    assert "25.0% of misses" in line
+    assert "saved 25.0% of misses (30 fetches) and risked 1 wrong answers" in line
 
 
 @pytest.mark.parametrize(

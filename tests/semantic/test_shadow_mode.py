@@ -8,6 +8,7 @@ so what keeps candidates apart in those tests is the partition alone.
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -288,3 +289,67 @@ async def test_the_variable_and_wrap_switch_it_on(
     await done(search(generation, wrapped, "green tea"))
     await done(search(generation, wrapped, "Green tea?"))
     assert wrapped.working_memory.stats().near_agreed == 1
+
+
+async def test_a_candidate_refreshed_since_it_was_indexed_is_compared_by_its_new_answer(
+    seeded: EmulatorServer, generation: Generation, shadow: Any, mode: str
+) -> None:
+    memory = shadow(semantic="shadow", ttl=60.0, refresh_after=0.2)
+    client = generation.client(mode, seeded.base_url)
+    old = ids(await done(search(generation, client, "green tea")))
+    seeded.seed(KEY, ["green tea", "Green tea, green tea and more green tea"], container_tag=TAG)
+    new = old
+    for _ in range(300):  # each hit past refresh_after starts the background refresh
+        await asyncio.sleep(0.05)
+        new = ids(await done(search(generation, client, "green tea")))
+        if new != old:
+            break
+    assert new[:3] != old[:3], "the refresh brought the answer the emulator gives now"
+    fetched = ids(await done(search(generation, client, "Green tea?")))  # a near-duplicate miss
+    assert fetched == new
+    stats = memory.stats()
+    assert (stats.near_candidates, stats.near_agreed, stats.near_disagreed) == (1, 1, 0)
+
+
+async def test_records_of_dropped_entries_go_even_when_their_partition_is_not_read_again(
+    seeded: EmulatorServer, generation: Generation, shadow: Any, mode: str
+) -> None:
+    memory = shadow(semantic="shadow")
+    client = generation.client(mode, seeded.base_url)
+    for query in ("tea", "coffee", "seats"):
+        await done(search(generation, client, query))
+    assert len(near_index()) == 3
+    memory.clear()
+    for query in ("Alice", "Bob"):  # misses of another partition
+        await done(search(generation, client, query, tag=OTHER_TAG))
+    assert len(near_index()) == 2  # theirs alone: the cleared entries' queries are gone
+
+
+def test_the_embedder_is_asked_once_per_query(
+    seeded: EmulatorServer, generation: Generation, shadow: Any
+) -> None:
+    asked: list[str] = []
+
+    def counting(texts: Sequence[str]) -> list[list[float]]:
+        asked.extend(texts)
+        return [[1.0, 0.0] for _ in texts]
+
+    memory = shadow(semantic=SemanticReuse(embed=counting, vetoes=(), timeout=5.0))
+    client = generation.client("sync", seeded.base_url)
+    seeded.set_latency(0.3)  # long enough for every thread to join the first one's fetch
+    barrier = threading.Barrier(6)
+
+    def run() -> None:
+        barrier.wait()
+        search(generation, client, "green tea")
+
+    threads = [threading.Thread(target=run) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    seeded.set_latency(0.0)
+    assert memory.stats().misses == 1
+    memory.clear()
+    search(generation, client, "green tea")  # its entry is gone, its vector is not
+    assert asked == ["green tea"]

@@ -482,9 +482,11 @@ class _KeyedMemory:
         )
         return self._leader.loaded(led, leading, info, leader)
 
-    def holds(self, key: Key) -> bool:
-        """True when ``key`` has a live entry. Counts nothing and does not refresh recency."""
-        return self._store.has(key, self._clock())
+    def peek(self, key: Key) -> Any:
+        """The live value stored under ``key`` (what a hit would serve now), or :data:`MISSING`.
+        Counts nothing, refreshes neither recency nor the entry."""
+        entry = self._store.live(key, self._clock())
+        return MISSING if entry is None else entry.value
 
     def count_near(self, verdict: str) -> None:
         """Count one near-duplicate shadow comparison: ``verdict`` is one of :data:`NEAR`

@@ -146,10 +146,15 @@ class Store:
 
     def has(self, key: Key, now: float) -> bool:
         """True when ``key`` holds a live entry. Changes nothing."""
-        if key in self._pinned:
-            return True
+        return self.live(key, now) is not None
+
+    def live(self, key: Key, now: float) -> Entry | None:
+        """The live entry of ``key``, or ``None``. Changes nothing (neither recency nor counts)."""
+        pinned = self._pinned.get(key)
+        if pinned is not None:
+            return pinned  # a pinned entry never expires
         entry = self._lru.get(key)
-        return entry is not None and entry.expires > now
+        return entry if entry is not None and entry.expires > now else None
 
     def keys_of(self, scope: Hashable) -> tuple[Key, ...]:
         """Keys of the entries carrying ``scope``."""

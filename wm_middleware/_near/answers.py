@@ -52,7 +52,8 @@ def partition_of(key: Hashable, query: str | None) -> Hashable | None:
 
 
 def _as_json(answer: Any) -> Any:
-    """The JSON of an answer: a mapping, an SDK model (pydantic) or an httpx response."""
+    """The JSON of an answer: a mapping, an SDK model (pydantic), an httpx response or the
+    OpenAI middleware's ``SupermemoryProfileSearch`` (its ``search_results``)."""
     if isinstance(answer, Mapping):
         return answer
     dump = getattr(answer, "model_dump", None)
@@ -61,7 +62,8 @@ def _as_json(answer: Any) -> Any:
     content = getattr(answer, "content", None)
     if isinstance(content, bytes):
         return json.loads(content)
-    return None
+    found = getattr(answer, "search_results", None)  # the OpenAI middleware's profile search
+    return {"searchResults": found} if isinstance(found, Mapping) else None
 
 
 def ids_of(answer: Any) -> tuple[str, ...] | None:

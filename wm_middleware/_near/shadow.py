@@ -14,9 +14,13 @@ Hard cases, on purpose:
 * **A hanging embedder.** The miss waits ``timeout`` and goes on; at most :data:`_WORKERS`
   embeddings run at once, and a miss finding them all busy is an error at once, so a hung
   embedder costs a few parked threads, never a slower read. A late vector is still indexed.
-* **Memory.** The index holds one record (query words, vector, answer ids) per cached entry,
+* **A replaced answer.** A record keeps no answer: the candidate's ids are read from the value
+  the memory holds for its key when the miss is compared (what a hit would serve then), so a
+  background refresh or a later store of the key is what the comparison sees.
+* **Memory.** The index holds one record (query words, vector, decoder) per cached entry,
   at most the memory's ``max_entries``, oldest dropped first; a record whose entry is gone
-  (evicted, expired, invalidated) is dropped when its partition is next looked at. A lookup
+  (evicted, expired, invalidated, cleared) is dropped when its partition is next looked at, or
+  by the sweep of the oldest records that each addition makes, whichever comes first. A lookup
   reads at most the partition's records.
 * **Tenants.** A partition starts with the key's tenant: another tenant's queries are never
   looked at.
@@ -26,11 +30,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import _logs
+from .._core import MISSING
 from .._telemetry.names import (
     NEAR_COMPARISONS,
     NEAR_QUERY,
@@ -50,15 +55,20 @@ if TYPE_CHECKING:
 __all__ = ["Pending", "Shadow", "Verdict"]
 
 _WORKERS: Final = 4  # embeddings running at once, hung ones included
+_SWEPT: Final = 2  # the oldest records looked at by each addition (see Shadow._sweep)
 
 
 class _Record(NamedTuple):
-    """One cached query: its entry's key, words, vector and answer ids."""
+    """One cached query: its entry's key, words, vector, and how its stored value is read.
+
+    No answer is kept here: a comparison reads the entry's value as the memory holds it then
+    (a background refresh or a later store of the key may have replaced it since).
+    """
 
     key: Hashable
     words: Words
     vector: Vector
-    ids: tuple[str, ...] | None
+    decode: Callable[[Any], Any]
 
 
 class Pending(NamedTuple):
@@ -68,6 +78,7 @@ class Pending(NamedTuple):
     partition: Hashable
     query: str
     vector: Future[Any]
+    decode: Callable[[Any], Any]
 
 
 class Verdict(NamedTuple):
@@ -83,8 +94,8 @@ class Verdict(NamedTuple):
 class Shadow:
     """The index and the comparisons of one runtime's shadow mode.
 
-    ``_lock`` guards ``_partitions``, ``_order`` and ``_running``; similarities, vetoes and the
-    embedder run outside it.
+    ``_lock`` guards ``_partitions``, ``_order``, ``_running`` and ``_embedding``; similarities,
+    vetoes and the embedder run outside it.
     """
 
     def __init__(
@@ -97,6 +108,7 @@ class Shadow:
         self._partitions: dict[Hashable, dict[Hashable, _Record]] = {}
         self._order: OrderedDict[Hashable, Hashable] = OrderedDict()  # key -> its partition
         self._running = 0
+        self._embedding: dict[Hashable, Future[Any]] = {}  # key -> its embedding under way
         self._logged = False
         self._counter: Any = None
         try:  # telemetry never breaks a call, nor the instrument() that makes this
@@ -120,7 +132,8 @@ class Shadow:
             partition = partition_of(read.key, query)
             if partition is None or query is None:
                 return None
-            return Pending(read.key, partition, query, self._vector(query))
+            vector = self._vector(read.key, partition, query)
+            return Pending(read.key, partition, query, vector, read.decode)
         except Exception as error:
             self._failed(error)
             return None
@@ -132,7 +145,7 @@ class Shadow:
         try:
             vector = pending.vector.result(timeout=self.semantic.timeout)
         except Exception as error:
-            self._late(pending, value, error, observation)
+            self._late(pending, error, observation)
             return
         self._settle(pending, vector, value, observation)
 
@@ -143,68 +156,82 @@ class Shadow:
         if not pending.vector.done():
             await _waited(pending.vector, self.semantic.timeout)
         if not pending.vector.done():
-            self._late(pending, value, TimeoutError("the embedding ran out of time"), observation)
+            self._late(pending, TimeoutError("the embedding ran out of time"), observation)
             return
         error = pending.vector.exception()
         if error is not None:
-            self._late(pending, value, error, observation)
+            self._late(pending, error, observation)
             return
         self._settle(pending, pending.vector.result(), value, observation)
 
     # -- the steps ------------------------------------------------------------------------------
-    def _vector(self, query: str) -> Future[Any]:
-        """The query's vector: computed now (lexical), or by a worker thread (an embedder)."""
+    def _vector(self, key: Hashable, partition: Hashable, query: str) -> Future[Any]:
+        """The query's vector: computed now (lexical), or by a worker thread (an embedder).
+
+        The embedder is asked once per query: a miss of a key still indexed (its entry gone
+        since) takes the record's vector, and misses of one key share one embedding until its
+        record is indexed (at most ``max_entries`` kept, for misses whose fetch failed).
+        """
         future: Future[Any] = Future()
         if self.semantic.embed is None:
             future.set_result(self.semantic.vectors([query])[0])
             return future
         with self._lock:
-            busy = self._running >= _WORKERS
-            if not busy:
+            record = self._partitions.get(partition, {}).get(key)
+            shared = self._embedding.get(key)
+            busy = record is None and shared is None and self._running >= _WORKERS
+            if record is None and shared is None and not busy:
                 self._running += 1
-        if busy:
+                self._embedding[key] = future
+                if len(self._embedding) > self._memory.max_entries:
+                    del self._embedding[next(iter(self._embedding))]  # a miss that failed
+        if record is not None:
+            future.set_result(record.vector)
+        elif shared is not None:
+            return shared
+        elif busy:
             future.set_exception(TimeoutError("every embedding worker is busy"))
-            return future
-        thread = threading.Thread(
-            target=self._embed, args=(query, future), name="wm-near-embed", daemon=True
-        )
-        thread.start()
+        else:
+            thread = threading.Thread(
+                target=self._embed, args=(key, query, future), name="wm-near-embed", daemon=True
+            )
+            thread.start()
         return future
 
-    def _embed(self, query: str, future: Future[Any]) -> None:
+    def _embed(self, key: Hashable, query: str, future: Future[Any]) -> None:
+        failed = True
         try:
             future.set_result(self.semantic.vectors([query])[0])
+            failed = False
         except BaseException as error:  # the embedder's: reported by the miss waiting for it
             future.set_exception(error)
         finally:
             with self._lock:
                 self._running -= 1
+                if failed and self._embedding.get(key) is future:
+                    del self._embedding[key]  # a vector is kept until its record is indexed
 
     def _settle(self, pending: Pending, vector: Vector, value: Any, observation: Any) -> None:
         try:
             ids = ids_of(value)
             words = Words(pending.query)
             verdict = self._judge(pending, words, vector, ids)
-            self._add(_Record(pending.key, words, vector, ids), pending.partition)
+            self._add(_Record(pending.key, words, vector, pending.decode), pending.partition)
         except Exception as error:
             self._failed(error)
             verdict = Verdict("error")
         self._observe(verdict, observation)
 
-    def _late(self, pending: Pending, value: Any, error: BaseException, observation: Any) -> None:
+    def _late(self, pending: Pending, error: BaseException, observation: Any) -> None:
         """The vector failed or is late: an error now; a late one is indexed when it comes."""
         self._failed(error)
         self._observe(Verdict("error"), observation)
-        try:
-            ids = ids_of(value)
-        except Exception:
-            return
 
         def arrived(future: Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None:
                 return
             try:
-                record = _Record(pending.key, Words(pending.query), future.result(), ids)
+                record = _Record(pending.key, Words(pending.query), future.result(), pending.decode)
                 self._add(record, pending.partition)
             except Exception:
                 pass  # counted once already
@@ -229,7 +256,11 @@ class Shadow:
                 break
             veto = semantic.refused_by(record.words, words)
             if veto is None:
-                verdict = "agreed" if agree(record.ids, ids) else "disagreed"
+                stored = self._memory.peek(record.key)
+                if stored is MISSING:
+                    continue  # dropped since it was found live
+                served = ids_of(record.decode(stored))  # what a hit would serve for it now
+                verdict = "agreed" if agree(served, ids) else "disagreed"
                 return Verdict(verdict, similarity, None, record.words.text)
             first_veto = first_veto or veto
         if first_veto is not None:
@@ -244,7 +275,7 @@ class Shadow:
         dead: list[_Record] = []
         for record in records:
             if record.key != pending.key:
-                (live if self._memory.holds(record.key) else dead).append(record)
+                (dead if self._memory.peek(record.key) is MISSING else live).append(record)
         if dead:
             with self._lock:
                 for record in dead:
@@ -255,14 +286,28 @@ class Shadow:
 
     def _add(self, record: _Record, partition: Hashable) -> None:
         """Index ``record``, keeping at most the memory's ``max_entries`` records."""
-        if not self._memory.holds(record.key):
+        if self._memory.peek(record.key) is MISSING:
             return  # not stored (invalidated during the fetch, or kept out of this process)
         with self._lock:
+            self._embedding.pop(record.key, None)
             self._drop(record.key)
+            self._sweep()
             self._partitions.setdefault(partition, {})[record.key] = record
             self._order[record.key] = partition
             while len(self._order) > self._memory.max_entries:
                 self._drop(next(iter(self._order)))
+
+    def _sweep(self) -> None:
+        """Look at the :data:`_SWEPT` oldest records (under ``_lock``): one whose entry is gone is
+        dropped, a live one goes last. So each record is looked at again within
+        ``len(self) / _SWEPT`` additions, whatever partition they are in: the query text of an
+        entry evicted, expired, invalidated or cleared is not kept for long."""
+        for _ in range(min(_SWEPT, len(self._order))):
+            key = next(iter(self._order))
+            if self._memory.peek(key) is MISSING:
+                self._drop(key)
+            else:
+                self._order.move_to_end(key)
 
     def _drop(self, key: Hashable) -> None:
         """Forget ``key``'s record (under ``_lock``)."""

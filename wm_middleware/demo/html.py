@@ -3,7 +3,8 @@
 For people without Jaeger or Grafana at hand: the headline (wall time and upstream requests,
 cached against uncached, and the p50 of a hit, a miss and an uncached search), wall time and
 upstream requests per turn, per-search latency distributions, when each agent first saw the
-memory it wrote, and the waterfall of every cached turn. Charts are inline SVG drawn here; there
+memory it wrote, what serving near-duplicates would have saved and risked (``--semantic
+shadow``), and the waterfall of every cached turn. Charts are inline SVG drawn here; there
 is no script, stylesheet, font or image to fetch.
 
 Every number on the page comes from :func:`~wm_middleware.demo.report.summary` (what ``--json``
@@ -93,6 +94,7 @@ def shown(key: str, value: Any) -> str:
         "seconds_after_write": _seconds,
         "indexing_delay_s": lambda v: f"{v:g} s",
         "latency_ms": lambda v: f"{v:g} ms",
+        "bound": lambda v: f"{v:.1%}",
     }
     if last in formats:
         return formats[last](value)
@@ -362,6 +364,22 @@ def _new_memory(data: dict[str, Any], n: Callable[[str], str]) -> str:
 {rows}</table>"""
 
 
+def _near(data: dict[str, Any], n: Callable[[str], str]) -> str:
+    """With ``--semantic shadow``: of the cached run's misses, what serving near-duplicates
+    would have saved and risked (``wm_middleware.semantic.report``)."""
+    if data.get("near") is None:
+        return ""
+    return f"""<h2>Near-duplicates (shadow mode)</h2>
+<p>Of {n("near.misses")} misses of the cached run, {n("near.candidates")} had a candidate:
+{n("near.agreed")} agreed, {n("near.disagreed")} disagreed (disagreement &lt;=
+{n("near.bound")} at 95%). Serving them would have saved {n("near.agreed")} fetches and risked
+{n("near.disagreed")} wrong answers; {n("near.vetoed")} vetoed, {n("near.errors")} embedding
+errors.</p>
+<p class="note">Nothing was served: each miss was fetched and compared with the nearest cached
+query of its partition (docs/semantic.md). Serving is worth considering only where the bound is
+at most 1%.</p>"""
+
+
 def _waterfalls(data: dict[str, Any], result: DemoResult) -> str:
     """The cached run's waterfall of every turn, each with both runs' wall time."""
     parts = [
@@ -411,6 +429,7 @@ run uncached and then with <code>instrument()</code>; both runs get the same see
 {_new_memory(data, n)}
 {_per_turn(data, n)}
 {_latency(data, result, n)}
+{_near(data, n)}
 {_waterfalls(data, result)}
 </body></html>
 """

@@ -205,7 +205,20 @@ def summary(result: DemoResult) -> dict[str, Any]:
         if result.uncached.agent.seconds > 0
         else 0.0,
         "waterfall_turn": waterfall_turn(result),
+        "near": _near(result),
     }
+
+
+def _near(result: DemoResult) -> dict[str, Any] | None:
+    """With ``--semantic shadow``: the cached run's near-duplicate report (its fields, the bound
+    on disagreement rounded to 4 places), else ``None``."""
+    if result.options.semantic != "shadow":
+        return None
+    from wm_middleware.semantic import report
+
+    found = report(result.cached.stats)._asdict()
+    found["bound"] = round(found["bound"], 4)
+    return found
 
 
 def export_report(result: DemoResult, requested: str | None) -> str | None:
