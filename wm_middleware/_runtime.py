@@ -198,16 +198,16 @@ class Runtime:
             return fetch()
         if route is _BYPASS:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count, read)
-        refresh = _encoded(read, fetch) if self._refreshes else None  # a hit builds nothing
+        refresh = self._refresh(_encoded(read, fetch)) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        loading = self._loading(observation, read)
+        upstream = observation.fetching(_encoded(read, fetch))
+        if observation.settling:
+            upstream = self.freshness.saving(read.key, read.scopes, upstream)
         with _failing(observation):
-            loaded = self.memory.load(
-                read.key,
-                observation.fetching(_encoded(read, fetch)),
-                **self._loading(observation, read),
-            )
+            loaded = self.memory.load(read.key, upstream, **loading)
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
@@ -219,16 +219,16 @@ class Runtime:
             return await self.abypass(
                 read.operation, read.server, fetch, read.query, read.count, read
             )
-        refresh = _aencoded(read, fetch) if self._refreshes else None
+        refresh = self._refresh(_aencoded(read, fetch)) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
+        loading = self._loading(observation, read)
+        upstream = observation.afetching(_aencoded(read, fetch))
+        if observation.settling:
+            upstream = self.freshness.asaving(read.key, read.scopes, upstream)
         with _failing(observation):
-            loaded = await self.memory.aload(
-                read.key,
-                observation.afetching(_aencoded(read, fetch)),
-                **self._loading(observation, read),
-            )
+            loaded = await self.memory.aload(read.key, upstream, **loading)
         return self._done(observation, read, loaded)  # type: ignore[no-any-return]
 
     def _look_up(
@@ -241,7 +241,7 @@ class Runtime:
         if stored is MISSING:
             return observation, MISSING
         value = read.decode(stored)
-        observation.settling = self.freshness.settling(read.scopes)
+        observation.settling = self.freshness.served(read.scopes)  # and earns a credit
         observation.hit(value)
         return observation, value
 
@@ -263,22 +263,28 @@ class Runtime:
             return _BYPASS
         return _CACHE
 
+    def _refresh(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
+        """A background refresh's fetch: a request no read asked for, spent from the ledger."""
+        return self.freshness.refreshing(fetch)
+
     def _settle_ttl(self, observation: ReadObservation, read: Read) -> float | None:
-        """Mark a read of a settling scope on its observation; the ttl another process's
-        settle allows (this process's own settles cap entries in the memory itself)."""
+        """Mark a read of a settling scope on its observation; the ttl of what it fetches
+        (see :meth:`Freshness.cap`)."""
         freshness = self.freshness
         if freshness.settling(read.scopes):
             observation.settling = True
             return freshness.cap(read.scopes)
         return None
 
-    @staticmethod
-    def _done(observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
-        """Decode a read that went past the lock-free lookup and finish its observation.
+    def _done(self, observation: ReadObservation, read: Read, loaded: Loaded) -> Any:
+        """Decode a read that went past the lock-free lookup and finish its observation; one
+        answered without a fetch of its own earns the ledger a credit.
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
         ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
+        if loaded.outcome != "miss":
+            self.freshness.ledger.earn()
         value = read.decode(loaded.value)
         observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value

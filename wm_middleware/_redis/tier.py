@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from redis.exceptions import RedisError
 
 from .._core import InvalidationSink, SharedCodec, TierResult
+from .._core.tier import SettleBoard
 from .breaker import Breaker
 from .connections import (
     Conns,
@@ -356,6 +357,13 @@ class RedisTier:
         """Make every process miss every entry of this namespace."""
         self._accounts.pending.add(CLEAR)
         self._replay()
+
+    def settles(self) -> SettleBoard:
+        """The fleet's settling scopes, as this process knows them: what one process's write
+        settles, every process sharing the tier caps (see :mod:`._redis.settling`)."""
+        from .settling import shared_settling
+
+        return shared_settling(self)
 
     @property
     def _pending(self) -> Pending:

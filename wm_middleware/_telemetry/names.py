@@ -59,7 +59,11 @@ SETTLING: Final = "wm.cache.settling"  # true: the read's scope settles after a 
 LINK_KIND: Final = "wm.link"  # on the link of a coalesced read to its leader
 COALESCED_INTO: Final = "coalesced_into"
 SHARED_OUTCOME: Final = "wm.shared.outcome"
+CHECK_OUTCOME: Final = "wm.freshness.outcome"  # ok | not_found | error, on a status check
 RESULTS: Final = ("hit", "miss", "coalesced", "bypass")
+STATUS_CHECK: Final = "wm.freshness.status_check"  # the span of one status request
+HTTP_STATUS_CODE: Final = "http.response.status_code"
+WRITE_LINK: Final = "pending_write"  # wm.link on a status check's link to the write it follows
 
 # -- attribute names: OpenInference (opt-in) ----------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -81,6 +85,8 @@ CACHE_EXPIRATIONS: Final = "wm.cache.expirations"
 CACHE_INVALIDATIONS: Final = "wm.cache.invalidations"
 SHARED_OPERATIONS: Final = "wm.shared.operations"
 SHARED_DURATION: Final = "wm.shared.duration"
+FRESHNESS_CHECKS: Final = "wm.freshness.status_checks"
+FRESHNESS_PENDING: Final = "wm.freshness.pending"
 
 # Sub-millisecond buckets for hits, then buckets every 25-50 ms through 50-300 ms, where
 # upstream memory searches land (with 100 -> 500 ms a 110 ms call read as p50 ~ 200 ms). Both
