@@ -27,6 +27,18 @@ def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
         time.sleep(0.005)
 
 
+async def read_until(read: Callable[[], Any], holds: Callable[[Any], object]) -> Any:
+    """Read (``read()``, awaited if it returns an awaitable) every 10 ms until ``holds(answer)``;
+    fail after 1500 reads (a bound, not a measurement). Status checks are made for reads: a
+    test that waits for one reads meanwhile, as an agent does."""
+    for _ in range(1500):
+        answer = await done(read())
+        if holds(answer):
+            return answer
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
 @pytest.fixture(scope="session")
 def emulator_server() -> Iterator[EmulatorServer]:
     with EmulatorServer(seed=5) as server:

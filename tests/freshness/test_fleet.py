@@ -74,8 +74,9 @@ def test_a_write_in_one_process_settles_the_scope_in_every_process(
             if all(seen):
                 break
         assert all(seen)  # every process sees the fact once the API does
-        # ... and the fleet kept caching meanwhile: one fetch after the write, one after "done".
-        assert sdk.reads(emulator) - upstream <= 4 < reads
+        # ... and the fleet kept answering most reads from the cache meanwhile, status checks
+        # included (each process fetches what it cannot confirm, as an uncached one would).
+        assert sdk.reads(emulator) - upstream + sdk.status_checks(emulator) < reads / 2
         wait_until(lambda: not raw.hgetall("wm:v1:{t:wm}:settling"))  # the end is announced
     finally:
         for worker in workers:

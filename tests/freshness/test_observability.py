@@ -13,7 +13,7 @@ from wm_middleware._runtime import Runtime
 from wm_middleware._telemetry import Telemetry
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import QUERY, Observed, Sdk, done, mentions, wait_until
+from .conftest import QUERY, Observed, Sdk, done, mentions, read_until, wait_until
 
 
 async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_without_query(
@@ -26,7 +26,8 @@ async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_wit
     assert observed.pending() == 1
     await done(sdk.search(cached))  # a miss while settling
     await done(sdk.search(cached))  # a hit while settling
-    wait_until(lambda: observed.pending() == 0)
+    # Reads go on (status checks are made for them) until a check has ended the settle.
+    await read_until(lambda: sdk.search(cached), lambda _: observed.pending() == 0)
     assert mentions(await done(sdk.search(cached)), "espresso")
     reads = [s for s in observed.spans.get_finished_spans() if s.name == "search_memory"]
     settling = [s.attributes.get("wm.cache.settling") for s in reads]
@@ -54,8 +55,10 @@ async def test_a_failed_status_check_is_counted_and_traced_as_an_error(
     emulator.set_indexing_delay(0.3)
     emulator.fail_next(2, 503, path=sdk.status_paths[0], method="GET")
     cached = observed.wrap(sdk.client("sync", emulator.base_url), settle_interval=0.05)
+    for _ in range(10):
+        sdk.search(cached)  # hits: credits for status checks
     sdk.add(cached, "The user likes espresso")
-    wait_until(lambda: observed.pending() == 0)
+    await read_until(lambda: sdk.search(cached), lambda _: observed.pending() == 0)
     assert observed.status_checks("error") == 2
     failed = [
         s

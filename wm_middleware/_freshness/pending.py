@@ -304,13 +304,14 @@ class Freshness:
             if not self.ledger.take(self.memory.refreshing):
                 return _NONE  # no credit: fetch, as an uncached client does
             self._round(tenant, waits)
-            return saved.value if self._vouched(waits, saved) else _NONE
+            return saved.value if self._vouched(waits, saved, fresh=False) else _NONE
 
-    def _vouched(self, waits: list[_Wait], saved: _Saved) -> bool:
-        now = time.monotonic()
+    def _vouched(self, waits: list[_Wait], saved: _Saved, fresh: bool = True) -> bool:
+        """Whether every wait was confirmed since ``saved`` was fetched (and, with ``fresh``,
+        less than ``fresh_for`` ago: a confirmation older than that proves nothing now)."""
+        since = time.monotonic() - self.fresh_for if fresh else -math.inf
         return all(
-            wait.settle.active and saved.fetched <= wait.confirmed > now - self.fresh_for
-            for wait in waits
+            wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits
         )
 
     # -- one status round ----------------------------------------------------------------------
