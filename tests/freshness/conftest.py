@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -35,7 +36,7 @@ async def read_until(read: Callable[[], Any], holds: Callable[[Any], object]) ->
         answer = await done(read())
         if holds(answer):
             return answer
-        time.sleep(0.01)
+        await asyncio.sleep(0.01)
     raise AssertionError("condition not reached")
 
 

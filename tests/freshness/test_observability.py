@@ -3,6 +3,7 @@ gauge shows the pending documents; the settings are validated at the boundary.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -126,3 +127,39 @@ def test_instrument_follows_writes_too(sdk: Sdk, emulator: EmulatorServer) -> No
         assert sdk.status_checks(emulator) >= 1
     finally:
         wm_middleware.uninstrument()
+
+
+async def test_a_status_check_is_a_child_of_the_waiting_read_linked_to_the_write(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+) -> None:
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.trace import SpanKind
+
+    emulator.set_indexing_delay(3600.0)
+    instrumentor = HTTPXClientInstrumentor()
+    instrumentor.instrument(tracer_provider=observed.tracer_provider)
+    try:
+        cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.02)
+        tracer = observed.tracer_provider.get_tracer("app")
+        for _ in range(3):
+            await done(sdk.search(cached))  # hits: credits for status checks
+        await done(sdk.add(cached, "The user likes espresso"))
+        await done(sdk.search(cached))  # fetched while settling
+        await asyncio.sleep(0.03)  # its entry expires
+        with tracer.start_as_current_span("agent turn") as turn:
+            await done(sdk.search(cached))  # one status check saves this read
+    finally:
+        instrumentor.uninstrument()
+    spans = observed.spans.get_finished_spans()
+    checks = [s for s in spans if s.name == "wm.freshness.status_check"]
+    assert len(checks) == 1
+    check = checks[0]
+    assert check.parent is not None
+    assert check.parent.span_id == turn.get_span_context().span_id  # in the agent's trace
+    writes = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "upsert_memory"]
+    assert len(writes) == 1
+    assert [link.context.span_id for link in check.links] == [writes[0].context.span_id]
+    assert check.links[0].attributes["wm.link"] == "pending_write"
+    http = [s for s in spans if s.parent is not None and s.parent.span_id == check.context.span_id]
+    assert len(http) == 1  # the GET, traced by the httpx instrumentation, under the check
+    assert http[0].kind is SpanKind.CLIENT

@@ -34,7 +34,7 @@ from .._telemetry.names import (
     STATUS_CHECK,
     WRITE_LINK,
 )
-from .._telemetry.spans import GuardedSpan, current, start
+from .._telemetry.spans import GuardedSpan, current, failed, start
 
 if TYPE_CHECKING:
     import httpx
@@ -118,7 +118,9 @@ class StatusChecks:
         self, operation: str, base_url: str, links: Iterable[SpanContext]
     ) -> Iterator[tuple[GuardedSpan, Callable[..., None]]]:
         """The span and the count of one status request; telemetry never breaks the check."""
-        span = start(self._telemetry.tracer, STATUS_CHECK, SpanKind.CLIENT, _attributes(operation, base_url))
+        span = start(
+            self._telemetry.tracer, STATUS_CHECK, SpanKind.CLIENT, _attributes(operation, base_url)
+        )
         for link in links:
             span.add_link(link, {LINK_KIND: WRITE_LINK})
 
@@ -133,12 +135,20 @@ class StatusChecks:
                     span.set_attribute(HTTP_STATUS_CODE, status)
                 if error is not None:
                     span.set_attribute(ERROR_TYPE, error)
-                    span.set_status(StatusCode.ERROR)
+                    _set_error(span)
 
         try:
             yield span, observe
         finally:
             span.end()
+
+
+def _set_error(span: GuardedSpan) -> None:
+    """The ERROR status, without a message (there is no exception: an error status answered)."""
+    try:
+        span.span.set_status(StatusCode.ERROR)
+    except Exception:
+        failed("span.set_status")
 
 
 def _attributes(operation: str, base_url: str) -> dict[str, Any]:
@@ -193,7 +203,8 @@ def _counter(telemetry: Telemetry, pending: Callable[[], int]) -> Any:
                 description="Documents written by this process and not yet indexed.",
             )
             _BY_TELEMETRY[telemetry] = found
-        found.sources.append(weakref.WeakMethod(pending))  # type: ignore[arg-type]
+        found.sources = [source for source in found.sources if source() is not None]
+        found.sources.append(weakref.WeakMethod(pending))
         return found.checks
 
 

@@ -269,7 +269,9 @@ class Freshness:
         return self.pending
 
     # -- the copies ----------------------------------------------------------------------------
-    def _keep(self, key: Hashable, scopes: tuple[Hashable, ...], value: Any, started: float) -> None:
+    def _keep(
+        self, key: Hashable, scopes: tuple[Hashable, ...], value: Any, started: float
+    ) -> None:
         with self._lock:
             self._saved[key] = _Saved(value, frozenset((*scopes, key)), started)
 
@@ -310,9 +312,7 @@ class Freshness:
         """Whether every wait was confirmed since ``saved`` was fetched (and, with ``fresh``,
         less than ``fresh_for`` ago: a confirmation older than that proves nothing now)."""
         since = time.monotonic() - self.fresh_for if fresh else -math.inf
-        return all(
-            wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits
-        )
+        return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
 
     # -- one status round ----------------------------------------------------------------------
     def _round(self, tenant: _Tenant, waits: list[_Wait]) -> None:
@@ -374,9 +374,7 @@ class Freshness:
             return {doc.id: listed.get(doc.id, "done") for doc in asked}
         oldest = asked[0]
         path = document_path(tenant.generation, oldest.id, oldest.namespace)
-        got = self.checks.get(
-            tenant.base_url, tenant.headers, path, "documents.get", links[:1]
-        )
+        got = self.checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
         if got is None:
             return None
         status = "unknown" if got is NOT_FOUND else status_of(got)
