@@ -118,6 +118,7 @@ class Freshness:
         self.settle_max = float(settle_max)
         self.fresh_for = self.interval * 3 / 4  # under two turns of 0.5 s: one turn late at most
         self.ledger = Ledger()
+        self._took = 0.0  # seconds the last settling read's request took (written unlocked)
         self._lock = threading.Lock()
         self._tenants: dict[Hashable, _Tenant] = {}  # lock
         self._saved: dict[Hashable, _Saved] = {}  # lock
@@ -183,7 +184,8 @@ class Freshness:
     def cap(self, scopes: tuple[Hashable, ...]) -> float:
         """The ttl of an entry fetched for settling ``scopes``: half a ``settle_interval``, and
         no longer than another process's settle of them."""
-        ttl = min(self.fresh_for, self.memory.ttl)
+        # Stored one request after its fetch (or check) began: that request's time is taken off.
+        ttl = min(max(self.fresh_for - self._took, self.fresh_for / 2), self.memory.ttl)
         shared = self.shared
         deadline = None if shared is None else shared.deadline(scopes)
         if deadline is not None:
@@ -199,8 +201,10 @@ class Freshness:
         check (paid by a credit) finds the documents still pending, else fetched and kept."""
 
         def fetch_saved() -> Any:
+            started = time.monotonic()
             saved = self._confirmed(key, scopes)
             if saved is not _NONE:
+                self._took = time.monotonic() - started
                 return saved
             started = time.monotonic()
             value = fetch()
@@ -215,6 +219,7 @@ class Freshness:
         """Async :meth:`saving`: the status check runs in a worker thread under asyncio."""
 
         async def fetch_saved() -> Any:
+            started = time.monotonic()
             if self._saved_of(key) is not None:
                 try:
                     asyncio.get_running_loop()
@@ -223,6 +228,7 @@ class Freshness:
                 else:
                     saved = await asyncio.to_thread(self._confirmed, key, scopes)
                 if saved is not _NONE:
+                    self._took = time.monotonic() - started
                     return saved
             started = time.monotonic()
             value = await fetch()
@@ -272,6 +278,7 @@ class Freshness:
     def _keep(
         self, key: Hashable, scopes: tuple[Hashable, ...], value: Any, started: float
     ) -> None:
+        self._took = time.monotonic() - started
         with self._lock:
             self._saved[key] = _Saved(value, frozenset((*scopes, key)), started)
 
