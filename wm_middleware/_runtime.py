@@ -149,10 +149,11 @@ class Runtime:
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
         freshness: follow writes until Supermemory has indexed them, so reads of the scopes
-            they touched show the new state at most one status round after the API does (see
-            :mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
-        settle_interval: the longest gap, in seconds, between two status rounds of a tenant
-            while a write of it is pending.
+            they touched show the new state at most one turn after the API does, never at the
+            cost of more requests than no cache (see :mod:`wm_middleware._freshness`);
+            ``False``: a write only invalidates.
+        settle_interval: while a write is pending, an entry fetched for its scopes lives three
+            quarters of it (seconds); then a read confirms it with one status check or fetches.
         settle_max: the longest a scope settles after a write, in seconds; normal caching
             resumes after it even if the documents never finish.
 
