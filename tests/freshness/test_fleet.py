@@ -12,7 +12,7 @@ import redis
 from tests.shared.servers import Server, server_binary
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import Sdk
+from .conftest import Sdk, wait_until
 from .fleet_worker import serve
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -87,3 +87,22 @@ def test_a_write_in_one_process_settles_the_scope_in_every_process(
     finally:
         for worker in workers:
             worker.stop()
+
+
+def test_a_process_knows_which_settles_are_another_processes(valkey: Server) -> None:
+    from wm_middleware import RedisTier
+
+    scope = ("tag", ("https://api", "fp"), "user-1")
+    with (
+        RedisTier(valkey.url, namespace="whose") as writer,
+        RedisTier(valkey.url, namespace="whose") as reader,
+    ):
+        mine, theirs = writer.settles(), reader.settles()
+        wait_until(lambda: writer.subscribed and reader.subscribed)
+        mine.begin([scope], 30.0)
+        wait_until(lambda: theirs.deadline([scope]) is not None)  # heard on the subscriber
+        assert not mine.foreign([scope])  # its own write: it may confirm copies of the scope
+        assert theirs.foreign([scope])  # another's: it fetches instead
+        mine.end([scope])
+        wait_until(lambda: theirs.deadline([scope]) is None)
+        assert not theirs.foreign([scope])

@@ -81,6 +81,11 @@ class SettleBoard(Protocol):
         """The earliest monotonic deadline of a settle covering any of ``scopes``, or None."""
         ...
 
+    def foreign(self, scopes: Iterable[Hashable]) -> bool:
+        """Whether a settle of another process covers any of ``scopes`` (its documents are not
+        known here: nothing can confirm a copy of the scope in this process)."""
+        ...
+
 
 @runtime_checkable
 class SharedTier(Protocol):

@@ -296,6 +296,8 @@ class Freshness:
             saved = self._saved.get(key)
             if saved is None:
                 return _NONE
+            if self.shared is not None and self.shared.foreign(saved.scopes):
+                return _NONE  # another process's write settles it too: its documents are unknown
             covering = [
                 (tenant, wait)
                 for tenant in self._tenants.values()
