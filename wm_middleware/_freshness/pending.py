@@ -333,7 +333,7 @@ class Freshness:
         if not asked:
             return
         try:
-            statuses = self._ask(tenant, asked)
+            statuses = _ask(self.checks, tenant, asked)
         except Exception:  # a surprise never reaches the read: it fetches
             logger.debug("wm_middleware: a status check failed", exc_info=True)
             statuses = None
@@ -357,40 +357,6 @@ class Freshness:
             if self.shared is not None:
                 self.shared.end(tuple(wait.scopes))
 
-    def _ask(self, tenant: _Tenant, asked: list[_Doc]) -> dict[str, str] | None:
-        """Statuses of ``asked`` from one request; ``None`` when the request failed.
-
-        3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x
-        API without that list: the oldest document asked about (documents are indexed roughly
-        in order: while it is pending the younger ones are too, most likely). A document that
-        answers 404 is pending (deleted, or not known yet where the API looked): ``settle_max``
-        bounds it."""
-        links = [doc.link for doc in asked if doc.link is not None]
-        if tenant.generation == 3 and not tenant.per_document:
-            route = LIST_PROCESSING
-            got = self.checks.get(
-                tenant.base_url, tenant.headers, route.template, route.operation, links
-            )
-            if got is NOT_FOUND:
-                tenant.per_document = True  # the next round asks about a document
-                return None
-            if got is None:
-                return None
-            listed = {
-                str(field_of(d, "id")): str(field_of(d, "status"))
-                for d in field_of(got, "documents") or ()
-            }
-            return {doc.id: listed.get(doc.id, "done") for doc in asked}
-        oldest = asked[0]
-        path = document_path(tenant.generation, oldest.id, oldest.namespace)
-        got = self.checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
-        if got is None:
-            return None
-        status = "unknown" if got is NOT_FOUND else status_of(got)
-        if status in FINISHED:
-            return {oldest.id: status}
-        return {doc.id: status for doc in asked}  # the younger ones are pending too
-
     def _prune_locked(self) -> None:
         """Forget waits whose settle ended (deadline, or by hand), documents nobody waits for,
         and copies of scopes that settle no more."""
@@ -403,6 +369,39 @@ class Freshness:
                 del self._tenants[key]
         if self._saved and not self._tenants:
             self._saved.clear()
+
+
+def _ask(checks: StatusChecks, tenant: _Tenant, asked: list[_Doc]) -> dict[str, str] | None:
+    """Statuses of ``asked`` from one request; ``None`` when the request failed.
+
+    3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x
+    API without that list: the oldest document asked about (documents are indexed roughly
+    in order: while it is pending the younger ones are too, most likely). A document that
+    answers 404 is pending (deleted, or not known yet where the API looked): ``settle_max``
+    bounds it."""
+    links = [doc.link for doc in asked if doc.link is not None]
+    if tenant.generation == 3 and not tenant.per_document:
+        route = LIST_PROCESSING
+        got = checks.get(tenant.base_url, tenant.headers, route.template, route.operation, links)
+        if got is NOT_FOUND:
+            tenant.per_document = True  # the next round asks about a document
+            return None
+        if got is None:
+            return None
+        listed = {
+            str(field_of(d, "id")): str(field_of(d, "status"))
+            for d in field_of(got, "documents") or ()
+        }
+        return {doc.id: listed.get(doc.id, "done") for doc in asked}
+    oldest = asked[0]
+    path = document_path(tenant.generation, oldest.id, oldest.namespace)
+    got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
+    if got is None:
+        return None
+    status = "unknown" if got is NOT_FOUND else status_of(got)
+    if status in FINISHED:
+        return {oldest.id: status}
+    return {doc.id: status for doc in asked}  # the younger ones are pending too
 
 
 def _shared_settling(memory: WorkingMemory[Any]) -> Any:
