@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal
 if TYPE_CHECKING:
     from ._core import SharedCodec
 
-__all__ = ["Follow", "Read", "Write", "documents_of"]
+__all__ = ["Follow", "Read", "Write", "documents_named", "field_of"]
 
 
 def _same(value: Any) -> Any:
@@ -46,13 +46,14 @@ class Read:
     record_id: str | None = None
 
 
-def _field(item: Any, name: str) -> Any:
+def field_of(item: Any, name: str) -> Any:
+    """``item[name]`` of a mapping, ``item.name`` of a model, else ``None``."""
     if isinstance(item, Mapping):
         return item.get(name)
     return getattr(item, name, None)
 
 
-def documents_of(answer: Any) -> list[tuple[str, str]]:
+def documents_named(answer: Any) -> list[tuple[str, str]]:
     """``(id, status)`` of each document a write's answer names; ``[]`` when it names none.
 
     Takes the SDKs' models (3.x ``{id, status}``, batch ``results``; 5.x ``DocumentRef``,
@@ -63,12 +64,12 @@ def documents_of(answer: Any) -> list[tuple[str, str]]:
             answer = answer.json() if answer.is_success else None
         except Exception:  # unread, or not JSON
             return []
-    items = _field(answer, "results")
+    items = field_of(answer, "results")
     if not isinstance(items, list):
         items = [answer]
     found: list[tuple[str, str]] = []
     for item in items:
-        ident, status = _field(item, "id"), _field(item, "status")
+        ident, status = field_of(item, "id"), field_of(item, "status")
         if isinstance(ident, str) and ident and isinstance(status, str):
             found.append((ident, status))
     return found
@@ -86,7 +87,7 @@ class Follow:
     base_url: str
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     namespace: str | None = None
-    documents: Callable[[Any], list[tuple[str, str]]] = documents_of
+    documents: Callable[[Any], list[tuple[str, str]]] = documents_named
 
     @property
     def tenant(self) -> Hashable:

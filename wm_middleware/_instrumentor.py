@@ -341,8 +341,9 @@ def instrument(
             configured its own (see :func:`wm_middleware.configure_otlp`); without it,
             ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone does the same.
         store_id: ``gen_ai.memory.store.id`` on every span, naming the store, never a user.
-        freshness, settle_interval, settle_max: reads after a write wait for it to be indexed,
-            checking every ``settle_interval`` seconds for at most ``settle_max``.
+        freshness, settle_interval, settle_max: reads after a write see it once indexed: an
+            entry fetched meanwhile lives 3/4 of ``settle_interval`` seconds, for at most
+            ``settle_max``.
         openinference: also set OpenInference attributes on spans.
         semantic: ``"shadow"`` (or ``True``: the default ``SemanticReuse()``) or a
             :class:`~wm_middleware.semantic.SemanticReuse`: compare each miss with the nearest

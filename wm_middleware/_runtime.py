@@ -105,10 +105,11 @@ class Runtime:
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
         freshness: follow writes until Supermemory has indexed them, so reads of the scopes
-            they touched show the new state at most one status round after the API does (see
-            :mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
-        settle_interval: the longest gap, in seconds, between two status rounds of a tenant
-            while a write of it is pending.
+            they touched show the new state at most one turn after the API does, never at the
+            cost of more requests than no cache (see :mod:`wm_middleware._freshness`);
+            ``False``: a write only invalidates.
+        settle_interval: while a write is pending, an entry fetched for its scopes lives three
+            quarters of it (seconds); then a read confirms it with one status check or fetches.
         settle_max: the longest a scope settles after a write, in seconds; normal caching
             resumes after it even if the documents never finish.
         semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`): each miss is
@@ -162,17 +163,17 @@ class Runtime:
             return fetch()
         if route is _BYPASS:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count, read)
-        refresh = _encoded(read, fetch) if self._refreshes else None  # a hit builds nothing
+        refresh = self._refresh(_encoded(read, fetch)) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
+        loading = self._loading(observation, read)  # marks a read of a settling scope
+        upstream = observation.fetching(_encoded(read, fetch))
+        if observation.settling:
+            upstream = self.freshness.saving(read.key, read.scopes, upstream)
         with _failing(observation):
-            loaded = self.memory.load(
-                read.key,
-                observation.fetching(_encoded(read, fetch)),
-                **self._loading(observation, read),
-            )
+            loaded = self.memory.load(read.key, upstream, **loading)
         value = read.decode(loaded.value)
         if near is not None and self.near is not None:
             self.near.finish(near, loaded.outcome, value, observation)
@@ -193,17 +194,17 @@ class Runtime:
             )
         if not asyncio_running():
             return await self._aread_elsewhere(read, fetch)  # type: ignore[no-any-return]
-        refresh = _aencoded(read, fetch) if self._refreshes else None
+        refresh = self._refresh(_aencoded(read, fetch)) if self._refreshes else None
         observation, value = self._look_up(read, refresh, is_async=True)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
+        loading = self._loading(observation, read)
+        upstream = observation.afetching(_aencoded(read, fetch))
+        if observation.settling:
+            upstream = self.freshness.asaving(read.key, read.scopes, upstream)
         with _failing(observation):
-            loaded = await self.memory.aload(
-                read.key,
-                observation.afetching(_aencoded(read, fetch)),
-                **self._loading(observation, read),
-            )
+            loaded = await self.memory.aload(read.key, upstream, **loading)
         value = read.decode(loaded.value)
         if near is not None and self.near is not None:
             await self.near.afinish(near, loaded.outcome, value, observation)
@@ -220,15 +221,20 @@ class Runtime:
             return await self.abypass(
                 read.operation, read.server, fetch, read.query, read.count, read
             )
-        refresh = _on_loop(_aencoded(read, fetch), token) if self._refreshes else None
+        refresh = (
+            self._refresh(_on_loop(_aencoded(read, fetch), token)) if self._refreshes else None
+        )
         observation, value = self._look_up(read, refresh, is_async=False)
         if value is not MISSING:
             return value
-        fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
         near = None if self.near is None else self.near.begin(read)
+        loading = self._loading(observation, read)
+        fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
+        if observation.settling:  # the status check runs in the worker thread, as the load does
+            fetch_here = self.freshness.saving(read.key, read.scopes, fetch_here)
         with _failing(observation):
             loaded = await _in_worker_thread(
-                lambda: self.memory.load(read.key, fetch_here, **self._loading(observation, read))
+                lambda: self.memory.load(read.key, fetch_here, **loading)
             )
         value = read.decode(loaded.value)
         shadow = self.near
@@ -246,7 +252,7 @@ class Runtime:
         if stored is MISSING:
             return observation, MISSING
         value = read.decode(stored)
-        observation.settling = self.freshness.settling(read.scopes)
+        observation.settling = self.freshness.served(read.scopes)  # and earns a credit
         observation.hit(value)
         return observation, value
 
@@ -268,23 +274,28 @@ class Runtime:
             return _BYPASS
         return _CACHE
 
+    def _refresh(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
+        """A background refresh's fetch: a request no read asked for, spent from the ledger."""
+        return self.freshness.refreshing(fetch)
+
     def _settle_ttl(self, observation: ReadObservation, read: Read) -> float | None:
-        """Mark a read of a settling scope on its observation; the ttl another process's
-        settle allows (this process's own settles cap entries in the memory itself)."""
+        """Mark a read of a settling scope on its observation; the ttl of what it fetches
+        (see :meth:`Freshness.cap`)."""
         freshness = self.freshness
         if freshness.settling(read.scopes):
             observation.settling = True
             return freshness.cap(read.scopes)
         return None
 
-    @staticmethod
-    def _done(observation: ReadObservation, loaded: Loaded, value: Any) -> Any:
+    def _done(self, observation: ReadObservation, loaded: Loaded, value: Any) -> Any:
         """Finish the observation of a read that went past the lock-free lookup, decoded as
-        ``value``.
+        ``value``; one answered without a fetch of its own earns the ledger a credit.
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
         ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
+        if loaded.outcome != "miss":
+            self.freshness.ledger.earn()
         observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value
 

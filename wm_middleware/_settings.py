@@ -334,7 +334,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("freshness", FRESHNESS, True, _BOOLEAN,
            "after a write, reads of what it changed wait for it to be indexed"),
     Option("settle_interval", SETTLE_INTERVAL, 1.0, _SECONDS,
-           "seconds between two status checks of a pending write"),
+           "entries fetched while a write is pending live 3/4 of it, then are checked or fetched"),
     Option("settle_max", SETTLE_MAX, 60.0, _SECONDS,
            "the longest a pending write is waited for (the settle window)",
            "at least settle_interval"),

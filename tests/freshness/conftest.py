@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -25,6 +26,18 @@ def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError("condition not reached")
         time.sleep(0.005)
+
+
+async def read_until(read: Callable[[], Any], holds: Callable[[Any], object]) -> Any:
+    """Read (``read()``, awaited if it returns an awaitable) every 10 ms until ``holds(answer)``;
+    fail after 1500 reads (a bound, not a measurement). Status checks are made for reads: a
+    test that waits for one reads meanwhile, as an agent does."""
+    for _ in range(1500):
+        answer = await done(read())
+        if holds(answer):
+            return answer
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not reached")
 
 
 @pytest.fixture(scope="session")

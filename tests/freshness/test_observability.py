@@ -3,6 +3,7 @@ gauge shows the pending documents; the settings are validated at the boundary.""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -13,7 +14,7 @@ from wm_middleware._runtime import Runtime
 from wm_middleware._telemetry import Telemetry
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import QUERY, Observed, Sdk, done, mentions, wait_until
+from .conftest import QUERY, Observed, Sdk, done, mentions, read_until, wait_until
 
 
 async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_without_query(
@@ -26,7 +27,8 @@ async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_wit
     assert observed.pending() == 1
     await done(sdk.search(cached))  # a miss while settling
     await done(sdk.search(cached))  # a hit while settling
-    wait_until(lambda: observed.pending() == 0)
+    # Reads go on (status checks are made for them) until a check has ended the settle.
+    await read_until(lambda: sdk.search(cached), lambda _: observed.pending() == 0)
     assert mentions(await done(sdk.search(cached)), "espresso")
     reads = [s for s in observed.spans.get_finished_spans() if s.name == "search_memory"]
     settling = [s.attributes.get("wm.cache.settling") for s in reads]
@@ -54,8 +56,10 @@ async def test_a_failed_status_check_is_counted_and_traced_as_an_error(
     emulator.set_indexing_delay(0.3)
     emulator.fail_next(2, 503, path=sdk.status_paths[0], method="GET")
     cached = observed.wrap(sdk.client("sync", emulator.base_url), settle_interval=0.05)
+    for _ in range(10):
+        sdk.search(cached)  # hits: credits for status checks
     sdk.add(cached, "The user likes espresso")
-    wait_until(lambda: observed.pending() == 0)
+    await read_until(lambda: sdk.search(cached), lambda _: observed.pending() == 0)
     assert observed.status_checks("error") == 2
     failed = [
         s
@@ -123,3 +127,39 @@ def test_instrument_follows_writes_too(sdk: Sdk, emulator: EmulatorServer) -> No
         assert sdk.status_checks(emulator) >= 1
     finally:
         wm_middleware.uninstrument()
+
+
+async def test_a_status_check_is_a_child_of_the_waiting_read_linked_to_the_write(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+) -> None:
+    from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
+    from opentelemetry.trace import SpanKind
+
+    emulator.set_indexing_delay(3600.0)
+    instrumentor = HTTPXClientInstrumentor()
+    instrumentor.instrument(tracer_provider=observed.tracer_provider)
+    try:
+        cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.02)
+        tracer = observed.tracer_provider.get_tracer("app")
+        for _ in range(3):
+            await done(sdk.search(cached))  # hits: credits for status checks
+        await done(sdk.add(cached, "The user likes espresso"))
+        await done(sdk.search(cached))  # fetched while settling
+        await asyncio.sleep(0.03)  # its entry expires
+        with tracer.start_as_current_span("agent turn") as turn:
+            await done(sdk.search(cached))  # one status check saves this read
+    finally:
+        instrumentor.uninstrument()
+    spans = observed.spans.get_finished_spans()
+    checks = [s for s in spans if s.name == "wm.freshness.status_check"]
+    assert len(checks) == 1
+    check = checks[0]
+    assert check.parent is not None
+    assert check.parent.span_id == turn.get_span_context().span_id  # in the agent's trace
+    writes = [s for s in spans if s.attributes.get("gen_ai.operation.name") == "upsert_memory"]
+    assert len(writes) == 1
+    assert [link.context.span_id for link in check.links] == [writes[0].context.span_id]
+    assert check.links[0].attributes["wm.link"] == "pending_write"
+    http = [s for s in spans if s.parent is not None and s.parent.span_id == check.context.span_id]
+    assert len(http) == 1  # the GET, traced by the httpx instrumentation, under the check
+    assert http[0].kind is SpanKind.CLIENT

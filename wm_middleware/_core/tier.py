@@ -11,6 +11,8 @@ Contract for an implementation:
   cached nowhere.
 * ``invalidate`` / ``clear`` reach every process sharing the tier, including this one's L1 via
   :meth:`InvalidationSink.drop_local` of the memories bound to the tier.
+* A tier may also announce settles to the fleet: ``settles()`` returns its
+  :class:`SettleBoard` (``RedisTier`` does); freshness looks for that method, never a class.
 * With a :class:`SharedCodec` a value crosses the tier as ``codec.dump(value)`` and comes back as
   ``codec.load(data)``; without one the tier decides how (``RedisTier``: JSON values only).
 """
@@ -22,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .outcomes import TierResult
 
-__all__ = ["InvalidationSink", "SharedCodec", "SharedTier", "TierResult"]
+__all__ = ["InvalidationSink", "SettleBoard", "SharedCodec", "SharedTier", "TierResult"]
 
 
 class SharedCodec:
@@ -60,6 +62,28 @@ class InvalidationSink(Protocol):
         everything: bool = False,
     ) -> int:
         """Drop matching L1 entries and detach matching local flights, without telling the tier."""
+        ...
+
+
+class SettleBoard(Protocol):
+    """Which scopes settle anywhere in the fleet (a tier's ``settles()``): one process's write
+    announced, every process's reads of the scope capped until it ends."""
+
+    def begin(self, scopes: Iterable[Hashable], seconds: float) -> None:
+        """Announce that ``scopes`` settle for ``seconds`` at most."""
+        ...
+
+    def end(self, scopes: Iterable[Hashable]) -> None:
+        """Announce that ``scopes`` have settled."""
+        ...
+
+    def deadline(self, scopes: Iterable[Hashable]) -> float | None:
+        """The earliest monotonic deadline of a settle covering any of ``scopes``, or None."""
+        ...
+
+    def foreign(self, scopes: Iterable[Hashable]) -> bool:
+        """Whether a settle of another process covers any of ``scopes`` (its documents are not
+        known here: nothing can confirm a copy of the scope in this process)."""
         ...
 
 

@@ -216,15 +216,15 @@ def close_client(client: Any) -> None:
 
 
 @contextmanager
-def subscribed(client: Any, channel: str) -> Iterator[Any]:
-    """A pub/sub of ``client`` (a sync client the tier made) subscribed to ``channel``.
+def subscribed(client: Any, *channels: str) -> Iterator[Any]:
+    """A pub/sub of ``client`` (a sync client the tier made) subscribed to ``channels``.
 
     On the way out, however the block ends, the pub/sub is reset and ``client`` closed.
     """
     try:
         pubsub = client.pubsub()
         try:
-            pubsub.subscribe(channel)
+            pubsub.subscribe(*channels)
             yield pubsub
         finally:
             try:

@@ -88,6 +88,9 @@ class Layout:
         self.prefix = f"{namespace}:v1:"
         self.channel = f"{namespace}:v1:invalidate"
         self.registry = f"{namespace}:v1:{{t:{namespace}}}:tenants"
+        # The fleet's settling scopes: a hash (scope -> deadline, epoch ms) and its channel.
+        self.settling = f"{namespace}:v1:{{t:{namespace}}}:settling"
+        self.settling_channel = f"{namespace}:v1:settling"
         self.lease_ms = max(int(lease * 1000), 1)
         self.cluster = cluster
         self._secret = secret

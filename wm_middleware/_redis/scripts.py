@@ -12,7 +12,7 @@ from typing import Any, Final
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["GET_OR_LEASE", "REGISTER", "STORE", "Run", "Script", "arun", "run"]
+__all__ = ["BEGIN_SETTLE", "GET_OR_LEASE", "REGISTER", "STORE", "Run", "Script", "arun", "run"]
 
 
 class Script:
@@ -151,6 +151,21 @@ redis.call('SADD', KEYS[1], ARGV[1])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
+return 1
+"""
+)
+
+
+# KEYS: the settling hash; ARGV: 1 ms to live, 2 channel, 3 message, 4.. field, value pairs.
+# Sets each scope's deadline, lengthens (never shortens) the hash's expiry to the latest
+# deadline, and announces the settle.
+BEGIN_SETTLE: Final = Script(
+    b"""
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+end
+redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
 """
 )

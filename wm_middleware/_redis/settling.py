@@ -2,21 +2,27 @@
 
 A process that writes settles the written scopes (see :mod:`wm_middleware._freshness`). Other
 processes sharing the tier must know too, or one of them refetches the pre-indexing answer and
-keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced:
+keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced, through the tier:
 
-* **State.** One hash per namespace, ``<namespace>:v1:{t:<namespace>}:settling``: field = the
-  scope's canonical text, value = its deadline (epoch milliseconds). The hash expires with its
-  latest deadline (``PEXPIRE``, only ever lengthened), so a writer that dies leaves nothing
+* **State.** One hash per namespace (``Layout.settling``): field = the scope's canonical text,
+  value = its deadline (epoch milliseconds). It expires with its latest deadline
+  (:data:`~.scripts.BEGIN_SETTLE`, only ever lengthened), so a writer that dies leaves nothing
   behind for longer than ``settle_max``.
-* **Delivery.** ``PUBLISH`` on ``<namespace>:v1:settling`` when a settle begins or ends; one
-  daemon thread per process listens, and reads the whole hash again each time it (re)subscribes,
-  so a process started mid-settle, or back from a lost connection, knows what settles.
+* **Delivery.** A message on ``Layout.settling_channel`` when a settle begins or ends. The
+  tier's :class:`~.subscriber.Subscriber` listens on it, on its one connection, beside the
+  invalidation channel; each time it (re)subscribes, the whole hash is read again, so a process
+  started mid-settle, or back from a lost connection, knows what settles.
+* **Whose.** Each message names the board that sent it (a token per process), so a process
+  knows which settles are another's: it never confirms a copy for a scope another process's
+  write settles (it does not know those documents), it fetches. What a reload reads from the
+  hash counts as another's.
 * **Use.** A process caps the ttl of what it fetches for a settling scope (L1 and the shared
-  entry) to the deadline, and says so on the read's span. The end of a settle needs nothing
-  more here: the writer's invalidation reaches every L1 through the tier's own channel.
+  entry) and says so on the read's span. The end of a settle needs nothing more here: the
+  writer's invalidation reaches every L1 through the tier's own channel.
 
-Every Redis error is swallowed (counted nowhere else, logged at debug): freshness is best effort
-and never breaks a read or a write.
+This module holds the state and the messages; the tier carries the I/O (its connections, its
+scripts). Every Redis error is swallowed (logged at debug): freshness is best effort and never
+breaks a read or a write.
 """
 
 from __future__ import annotations
@@ -24,185 +30,186 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import threading
 import time
-import weakref
-from collections.abc import Hashable, Iterable
-from typing import Any, Final
+from collections.abc import Callable, Hashable, Iterable
+from typing import Any
 
-from .connections import Endpoint, subscribed, sync_client
 from .encoding import canonical_key, key_from_canonical
+from .protocol import Layout
+from .scripts import BEGIN_SETTLE, Run
 
-__all__ = ["SharedSettling", "shared_settling"]
+__all__ = ["SharedSettling"]
 
 logger = logging.getLogger(__name__)
 
-# KEYS[1] the hash; ARGV[1] ms to live, ARGV[2] channel, ARGV[3] message, ARGV[4..] field, value.
-_BEGIN: Final = """
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-end
-redis.call('PUBLISH', ARGV[2], ARGV[3])
-return 1
-"""
-_RETRY: Final = 0.5
-
 
 class SharedSettling:
-    """The fleet's settling scopes, as this process knows them (see the module docstring)."""
+    """The fleet's settling scopes, as this process knows them (see the module docstring).
 
-    def __init__(
-        self, endpoint: Endpoint, namespace: str, op_timeout: float, owner: Any = None
-    ) -> None:
-        # The tier this serves, weakly: its listener stops once the tier is gone.
-        self._owner = (lambda: True) if owner is None else weakref.ref(owner)
-        self._endpoint = endpoint
-        self._op_timeout = op_timeout
-        self.key = f"{namespace}:v1:{{t:{namespace}}}:settling"
-        self.channel = f"{namespace}:v1:settling"
+    Args:
+        layout: the tier's names (the hash and the channel).
+        send: runs one step on the tier's connection of this process (raises on a failure).
+    """
+
+    def __init__(self, layout: Layout, send: Callable[[Run], Any]) -> None:
+        self.key = layout.settling
+        self.channel = layout.settling_channel
+        self._send = send
         self._lock = threading.Lock()
-        self._deadlines: dict[Hashable, float] = {}  # lock: scope -> monotonic deadline
+        # lock: scope -> {origin: monotonic deadline}; origin "" is unknown (read from the hash)
+        self._deadlines: dict[Hashable, dict[str, float]] = {}
         self._pid = -1
-        self._client: Any = None
-        self.subscribed = threading.Event()
+        self._token = ""
+        self.loaded = threading.Event()  # the hash was read since the last (re)subscription
 
     # -- what freshness calls ----------------------------------------------------------------
     def begin(self, scopes: Iterable[Hashable], seconds: float) -> None:
         """Announce that ``scopes`` settle for ``seconds`` (at most)."""
         texts = [canonical_key(scope) for scope in scopes]
         deadline_ms = int((time.time() + seconds) * 1000)
-        self._apply(texts, deadline_ms)
+        origin = self.origin
+        self._apply(texts, deadline_ms, origin)
         args: list[Any] = [int(seconds * 1000) + 1000, self.channel]
-        args.append(json.dumps({"b": texts, "d": deadline_ms}))
+        args.append(json.dumps({"b": texts, "d": deadline_ms, "o": origin}))
         for text in texts:
             args += [text, deadline_ms]
-        try:
-            self._redis().eval(_BEGIN, 1, self.key, *args)
-        except Exception:
-            logger.debug("wm_middleware: could not announce a settle", exc_info=True)
+        self._quietly(Run(tuple(args), BEGIN_SETTLE, (self.key,)), "announce a settle")
 
     def end(self, scopes: Iterable[Hashable]) -> None:
         """Announce that ``scopes`` have settled."""
         texts = [canonical_key(scope) for scope in scopes]
-        self._forget(texts)
-        try:
-            client = self._redis()
-            client.hdel(self.key, *texts)
-            client.publish(self.channel, json.dumps({"e": texts}))
-        except Exception:
-            logger.debug("wm_middleware: could not announce a settle's end", exc_info=True)
+        origin = self.origin
+        self._forget(texts, origin)
+        self._quietly(Run(("HDEL", self.key, *texts)), "announce a settle's end")
+        message = json.dumps({"e": texts, "o": origin})
+        self._quietly(Run(("PUBLISH", self.channel, message)), "announce a settle's end")
 
     def deadline(self, scopes: Iterable[Hashable]) -> float | None:
         """The earliest monotonic deadline of a settle covering any of ``scopes``, or None."""
         if not self._deadlines:
             return None
-        self._redis()  # (re)starts the listener in a new process
+        found = [deadline for _, deadline in self._covering(scopes)]
+        return min(found) if found else None
+
+    def foreign(self, scopes: Iterable[Hashable]) -> bool:
+        """Whether another process's settle (or one of unknown origin) covers any of ``scopes``."""
+        if not self._deadlines:
+            return False
+        origin = self.origin
+        return any(by != origin for by, _ in self._covering(scopes))
+
+    @property
+    def origin(self) -> str:
+        """This process's token in the messages (a new one after a fork)."""
+        if self._pid != os.getpid():
+            self._token, self._pid = f"{os.getpid()}-{secrets.token_hex(4)}", os.getpid()
+        return self._token
+
+    def _covering(self, scopes: Iterable[Hashable]) -> list[tuple[str, float]]:
+        """``(origin, deadline)`` of the live settles covering ``scopes``; drops dead ones."""
         now = time.monotonic()
-        found: float | None = None
+        found: list[tuple[str, float]] = []
         with self._lock:
             for scope in scopes:
-                deadline = self._deadlines.get(scope)
-                if deadline is None:
+                settles = self._deadlines.get(scope)
+                if not settles:
                     continue
-                if deadline <= now:
+                for by, deadline in list(settles.items()):
+                    if deadline <= now:
+                        del settles[by]
+                    else:
+                        found.append((by, deadline))
+                if not settles:
                     del self._deadlines[scope]
-                elif found is None or deadline < found:
-                    found = deadline
         return found
 
-    # -- state ---------------------------------------------------------------------------------
-    def _apply(self, texts: Iterable[str], deadline_ms: int) -> None:
-        deadline = time.monotonic() + (deadline_ms / 1000 - time.time())
-        with self._lock:
-            for text in texts:
-                try:
-                    self._deadlines[key_from_canonical(text)] = deadline
-                except Exception:
-                    continue
-
-    def _forget(self, texts: Iterable[str]) -> None:
-        with self._lock:
-            for text in texts:
-                try:
-                    self._deadlines.pop(key_from_canonical(text), None)
-                except Exception:
-                    continue
-
-    def _redis(self) -> Any:
-        """This process's client; the first call in a process starts its listener."""
-        if self._pid != os.getpid():
-            with self._lock:
-                if self._pid != os.getpid():
-                    self._client = sync_client(self._endpoint, self._op_timeout, self._op_timeout)
-                    self.subscribed = threading.Event()
-                    self._pid = os.getpid()
-                    threading.Thread(
-                        target=self._listen, name="wm-middleware-shared-settling", daemon=True
-                    ).start()
-        return self._client
-
-    def _listening(self, pid: int) -> bool:
-        return self._pid == pid and self._owner() is not None
-
-    def _listen(self) -> None:
-        pid = os.getpid()
-        while self._listening(pid):
-            try:
-                client = sync_client(self._endpoint, self._op_timeout, self._op_timeout)
-                with subscribed(client, self.channel) as pubsub:
-                    self._read(client, pubsub, pid)
-            except Exception:
-                logger.debug("wm_middleware: settle listener lost its connection", exc_info=True)
-                self.subscribed.clear()
-                time.sleep(_RETRY)
-
-    def _read(self, client: Any, pubsub: Any, pid: int) -> None:
-        """Apply what the channel says until this process stops listening; raises on a loss."""
-        while self._listening(pid):
-            message = pubsub.get_message(timeout=0.1)
-            if message is None:
-                pubsub.ping()
-                continue
-            if message["type"] == "subscribe":
-                self._reload(client)
-                self.subscribed.set()
-            elif message["type"] == "message":
-                self._deliver(message["data"])
-
-    def _reload(self, client: Any) -> None:
-        """Everything that settles now, read from the hash (after (re)subscribing)."""
-        now_ms = time.time() * 1000
-        fields = client.hgetall(self.key)
-        with self._lock:
-            self._deadlines.clear()
-        for text, value in fields.items():
-            deadline_ms = int(value)
-            if deadline_ms > now_ms:
-                self._apply([str(text, "utf-8")], deadline_ms)
-
-    def _deliver(self, data: bytes) -> None:
+    # -- what the subscriber calls ----------------------------------------------------------
+    def heard(self, data: bytes | None) -> None:
+        """A message on the channel; ``None``: (re)subscribed, read the whole hash again."""
+        if data is None:
+            self.reload()
+            return
         try:
             message = json.loads(data)
         except ValueError:
             return
+        origin = str(message.get("o", ""))
         if "b" in message:
-            self._apply(message["b"], int(message["d"]))
+            self._apply(message["b"], int(message["d"]), origin)
         if "e" in message:
-            self._forget(message["e"])
+            self._forget(message["e"], origin)
+
+    def reload(self) -> None:
+        """Everything that settles now, read from the hash."""
+        try:
+            fields = self._send(Run(("HGETALL", self.key)))
+        except Exception:
+            logger.debug("wm_middleware: could not read the settling scopes", exc_info=True)
+            return
+        now_ms = time.time() * 1000
+        origin = self.origin
+        with self._lock:
+            # This process's own settles stay its own; the rest is read again.
+            own = {
+                scope: settles[origin]
+                for scope, settles in self._deadlines.items()
+                if origin in settles
+            }
+            self._deadlines = {scope: {origin: deadline} for scope, deadline in own.items()}
+        for text, value in _pairs(fields):
+            deadline_ms = int(value)
+            if deadline_ms > now_ms and not self._ours(str(text, "utf-8"), deadline_ms, own):
+                self._apply([str(text, "utf-8")], deadline_ms, "")
+        self.loaded.set()
+
+    @staticmethod
+    def _ours(text: str, deadline_ms: int, own: dict[Hashable, float]) -> bool:
+        """Whether the hash's (latest) deadline of a scope is this process's own settle."""
+        try:
+            mine = own.get(key_from_canonical(text))
+        except Exception:
+            return False
+        if mine is None:
+            return False
+        theirs = time.monotonic() + (deadline_ms / 1000 - time.time())
+        return abs(theirs - mine) < 0.5
+
+    # -- state ---------------------------------------------------------------------------------
+    def _apply(self, texts: Iterable[str], deadline_ms: int, origin: str) -> None:
+        deadline = time.monotonic() + (deadline_ms / 1000 - time.time())
+        with self._lock:
+            for text in texts:
+                try:
+                    scope = key_from_canonical(text)
+                except Exception:
+                    continue
+                self._deadlines.setdefault(scope, {})[origin] = deadline
+
+    def _forget(self, texts: Iterable[str], origin: str) -> None:
+        """The end of ``origin``'s settle of ``texts`` (and of any of unknown origin: the hash
+        no longer holds the scope)."""
+        with self._lock:
+            for text in texts:
+                try:
+                    settles = self._deadlines.get(key_from_canonical(text))
+                except Exception:
+                    continue
+                if settles is not None:
+                    settles.pop(origin, None)
+                    settles.pop("", None)
+
+    def _quietly(self, step: Run, what: str) -> None:
+        try:
+            self._send(step)
+        except Exception:
+            logger.debug("wm_middleware: could not %s", what, exc_info=True)
 
 
-_BY_TIER: weakref.WeakKeyDictionary[Any, SharedSettling] = weakref.WeakKeyDictionary()
-_BY_TIER_LOCK = threading.Lock()
-
-
-def shared_settling(tier: Any) -> SharedSettling:
-    """The :class:`SharedSettling` of ``tier`` (a ``RedisTier``): one per tier, listening."""
-    with _BY_TIER_LOCK:
-        found = _BY_TIER.get(tier)
-        if found is None:
-            found = _BY_TIER[tier] = SharedSettling(
-                tier.endpoint, tier.namespace, tier.op_timeout, tier
-            )
-    found._redis()
-    return found
+def _pairs(fields: Any) -> list[tuple[bytes, bytes]]:
+    """HGETALL's reply as pairs: a dict (RESP3, or parsed), or a flat list (raw RESP2)."""
+    if isinstance(fields, dict):
+        return list(fields.items())
+    flat = list(fields or ())
+    return list(zip(flat[::2], flat[1::2], strict=True))

@@ -6,6 +6,10 @@ the bound memories (messages sent meanwhile are gone), and again when it is back
 fetched in between may have been invalidated unheard). Until it is subscribed, the tier returns
 values from Redis without letting L1 keep them (``trusted``). Each confirmation is a successful
 contact: the tier replays the invalidations it could not deliver (``on_confirmed``).
+
+The same connection listens on the settling channel (``settling``: its name and who hears it):
+each message is handed over as it comes, and ``None`` on each (re)subscription, when what was
+said meanwhile may have been missed (see :mod:`.settling`).
 """
 
 from __future__ import annotations
@@ -43,10 +47,12 @@ class Subscriber:
         memories: Memories,
         health: Health,
         on_confirmed: Callable[[], None],
+        settling: tuple[str, Callable[[bytes | None], None]] | None = None,
     ) -> None:
         self._endpoint = endpoint
         self._op_timeout = op_timeout
         self._channel = channel
+        self._settling = settling
         # Weak: a tier dropped by its owner (and with it its memories) stops its subscriber.
         self._memories = weakref.ref(memories)
         self._health = health
@@ -81,7 +87,10 @@ class Subscriber:
                 client = sync_client(
                     self._endpoint, self._op_timeout, self._op_timeout, listener=True
                 )
-                with subscribed(client, self._channel) as pubsub:
+                channels = [self._channel]
+                if self._settling is not None:
+                    channels.append(self._settling[0])
+                with subscribed(client, *channels) as pubsub:
                     self._listen(pubsub)
             except Exception as error:
                 self._lost(error)
@@ -107,7 +116,9 @@ class Subscriber:
             now = time.monotonic()
             if message is not None:
                 asked = None  # any reply shows the link alive
-                if message["type"] == "subscribe":
+                if self._settles(message):
+                    pass
+                elif message["type"] == "subscribe":
                     self._confirmed()
                 elif message["type"] == "message":
                     memories = self._memories()
@@ -123,6 +134,18 @@ class Subscriber:
                     asked = now
             if self._memories() is None:
                 return
+
+    def _settles(self, message: dict[str, object]) -> bool:
+        """Hand a message of the settling channel over (True), or say it is not one (False)."""
+        settling = self._settling
+        if settling is None or _text(message.get("channel")) != settling[0]:
+            return False
+        data = message.get("data")
+        if message["type"] == "subscribe":
+            settling[1](None)
+        elif message["type"] == "message" and isinstance(data, bytes):
+            settling[1](data)
+        return True
 
     def _confirmed(self) -> None:
         self.confirmed = True
@@ -153,3 +176,9 @@ class Subscriber:
         memories = self._memories()
         if memories is not None:
             memories.drop(everything=True)
+
+
+def _text(channel: object) -> str | None:
+    if isinstance(channel, bytes):
+        return channel.decode("utf-8", "replace")
+    return channel if isinstance(channel, str) else None

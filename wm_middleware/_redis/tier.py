@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from redis.exceptions import RedisError
 
 from .._core import InvalidationSink, SharedCodec, TierResult
+from .._core.tier import SettleBoard
 from .breaker import Breaker
 from .connections import (
     Conns,
@@ -50,6 +51,7 @@ from .protocol import (
     mac_key,
 )
 from .scripts import Run, arun, run
+from .settling import SharedSettling
 from .subscriber import Subscriber
 
 __all__ = ["RedisTier", "SharedOutcome"]
@@ -76,6 +78,7 @@ class _Process:
             tier._memories,
             tier._health,
             _weak_call(tier._replay),
+            (tier._layout.settling_channel, _weak_heard(tier._heard_settle)),
         )
 
     def sync_conns(self) -> Conns:
@@ -261,6 +264,7 @@ class RedisTier:
         self._memories = Memories()
         self._accounts = _Accounts(self, self._breaker, self._health, self._layout)
         self._process: _Process | None = None
+        self._settles: SharedSettling | None = None  # made by the first settles()
         self.on_operation: Callable[[SharedOutcome, float], None] | None = None
 
     # -- the SharedTier protocol ----------------------------------------------------------------
@@ -386,6 +390,28 @@ class RedisTier:
         """Make every process miss every entry of this namespace."""
         self._accounts.pending.add(CLEAR)
         self._replay()
+
+    def settles(self) -> SettleBoard:
+        """The fleet's settling scopes, as this process knows them: what one process's write
+        settles, every process sharing the tier caps (see :mod:`.settling`)."""
+        board = self._settles
+        if board is None:
+            with _PROCESS_LOCK:
+                if self._settles is None:
+                    self._settles = SharedSettling(self._layout, self._send)
+                board = self._settles
+            self._proc()  # the subscriber hears the settling channel from now on
+            board.reload()
+        return board
+
+    def _send(self, step: Run) -> Any:
+        """Run one step on this process's connection (raises on a failure)."""
+        return run(self._proc().sync_conns().main, step)
+
+    def _heard_settle(self, data: bytes | None) -> None:
+        board = self._settles
+        if board is not None:
+            board.heard(data)
 
     @property
     def _pending(self) -> Pending:
@@ -523,6 +549,18 @@ def _new_process_lock() -> None:
 
 
 os.register_at_fork(after_in_child=_new_process_lock)
+
+
+def _weak_heard(method: Callable[[bytes | None], None]) -> Callable[[bytes | None], None]:
+    """:func:`_weak_call` for a method that hears a message."""
+    ref = weakref.WeakMethod(method)
+
+    def heard(data: bytes | None) -> None:
+        found = ref()
+        if found is not None:
+            found(data)
+
+    return heard
 
 
 def _weak_call(method: Callable[[], None]) -> Callable[[], None]:

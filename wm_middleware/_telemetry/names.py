@@ -58,12 +58,16 @@ SETTLING: Final = "wm.cache.settling"  # true: the read's scope settles after a 
 LINK_KIND: Final = "wm.link"  # on the link of a coalesced read to its leader
 COALESCED_INTO: Final = "coalesced_into"
 SHARED_OUTCOME: Final = "wm.shared.outcome"
+CHECK_OUTCOME: Final = "wm.freshness.outcome"  # ok | not_found | error, on a status check
 RESULTS: Final = ("hit", "miss", "coalesced", "bypass")
 # Near-duplicate shadow mode, on a miss's span (wm_middleware.semantic).
 NEAR_SIMILARITY: Final = "wm.cache.near.similarity"  # of the candidate, else of the nearest
 NEAR_VERDICT: Final = "wm.cache.near.verdict"  # agreed | disagreed | vetoed | none | error
 NEAR_VETO: Final = "wm.cache.near.veto"  # the rule that refused the nearest
 NEAR_QUERY: Final = "wm.cache.near.query"  # the candidate's query: content capture only
+STATUS_CHECK: Final = "wm.freshness.status_check"  # the span of one status request
+HTTP_STATUS_CODE: Final = "http.response.status_code"
+WRITE_LINK: Final = "pending_write"  # wm.link on a status check's link to the write it follows
 
 # -- attribute names: OpenInference (opt-in) ----------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"
@@ -86,6 +90,8 @@ CACHE_INVALIDATIONS: Final = "wm.cache.invalidations"
 SHARED_OPERATIONS: Final = "wm.shared.operations"
 SHARED_DURATION: Final = "wm.shared.duration"
 NEAR_COMPARISONS: Final = "wm.cache.near"  # misses compared, by wm.cache.near.verdict
+FRESHNESS_CHECKS: Final = "wm.freshness.status_checks"
+FRESHNESS_PENDING: Final = "wm.freshness.pending"
 
 # Sub-millisecond buckets for hits, then buckets every 25-50 ms through 50-300 ms, where
 # upstream memory searches land (with 100 -> 500 ms a 110 ms call read as p50 ~ 200 ms). Both

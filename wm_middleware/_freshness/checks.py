@@ -1,0 +1,217 @@
+"""Status requests: one ``GET`` each, traced, counted, and never raising into a read.
+
+The paths are the route table's (``documents.list_processing``, ``documents.get``); the names
+are :mod:`wm_middleware._telemetry.names`'. A check's span is a ``CLIENT`` span, a child of the
+current context (the read that waits for it), linked to the writes whose documents it asks
+about, and current around the request, so the HTTP span of an instrumented httpx is its child.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import weakref
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import quote
+
+from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
+from opentelemetry.trace import SpanContext, SpanKind, StatusCode
+
+from .._api.routes import route_named
+from .._telemetry.names import (
+    CHECK_OUTCOME,
+    ERROR_TYPE,
+    FRESHNESS_CHECKS,
+    FRESHNESS_PENDING,
+    HTTP_STATUS_CODE,
+    LINK_KIND,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    SM_OPERATION,
+    STATUS_CHECK,
+    WRITE_LINK,
+)
+from .._telemetry.spans import GuardedSpan, current, failed, start
+
+if TYPE_CHECKING:
+    import httpx
+
+    from .._telemetry import Telemetry
+
+__all__ = ["NOT_FOUND", "StatusChecks"]
+
+logger = logging.getLogger("wm_middleware._freshness")
+
+NOT_FOUND: Final = object()
+"""What :meth:`StatusChecks.get` returns for a 404."""
+
+LIST_PROCESSING: Final = route_named(3, "documents.list_processing")
+DOCUMENT: Final = {3: route_named(3, "documents.get"), 5: route_named(5, "documents.get")}
+
+
+def document_path(generation: int, document: str, namespace: str | None) -> str:
+    """The ``documents.get`` path of a document (5.x: in its namespace)."""
+    template = DOCUMENT[generation].template
+    return template.format(id=quote(document, safe=""), ns=quote(namespace or "", safe=""))
+
+
+class StatusChecks:
+    """The status requests of one runtime: its httpx client, spans and counter.
+
+    Args:
+        telemetry: where checks are traced and counted.
+        pending: how many documents wait now (the ``wm.freshness.pending`` gauge reads it).
+        timeout: each request's timeout, seconds.
+    """
+
+    def __init__(self, telemetry: Telemetry, pending: Callable[[], int], timeout: float) -> None:
+        self._telemetry = telemetry
+        self._timeout = timeout
+        self._client: httpx.Client | None = None
+        self._lock = threading.Lock()
+        self._counter = _guarded_counter(telemetry, pending)
+
+    def get(
+        self,
+        base_url: str,
+        headers: dict[str, str],
+        path: str,
+        operation: str,
+        links: Iterable[SpanContext] = (),
+    ) -> Any:
+        """GET ``base_url + path``: its JSON, :data:`NOT_FOUND` on a 404, ``None`` on any
+        failure (an error status, a timeout, no connection, not JSON)."""
+        with self._observed(operation, base_url, links) as (span, observe):
+            try:
+                with current(span):
+                    response = self._http().get(base_url + path, headers=headers)
+            except Exception as error:
+                observe("error", error=type(error).__qualname__)
+                return None
+            if response.status_code == 404:
+                observe("not_found", status=404)
+                return NOT_FOUND
+            if not response.is_success:
+                observe("error", status=response.status_code, error=str(response.status_code))
+                return None
+            try:
+                data = response.json()
+            except ValueError as error:
+                observe("error", status=response.status_code, error=type(error).__qualname__)
+                return None
+            observe("ok", status=response.status_code)
+            return data
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                import httpx
+
+                self._client = httpx.Client(timeout=self._timeout)
+            return self._client
+
+    @contextmanager
+    def _observed(
+        self, operation: str, base_url: str, links: Iterable[SpanContext]
+    ) -> Iterator[tuple[GuardedSpan, Callable[..., None]]]:
+        """The span and the count of one status request; telemetry never breaks the check."""
+        span = start(
+            self._telemetry.tracer, STATUS_CHECK, SpanKind.CLIENT, _attributes(operation, base_url)
+        )
+        for link in links:
+            span.add_link(link, {LINK_KIND: WRITE_LINK})
+
+        def observe(outcome: str, status: int | None = None, error: str | None = None) -> None:
+            try:
+                self._counter.add(1, {SM_OPERATION: operation, CHECK_OUTCOME: outcome})
+            except Exception:
+                logger.debug("wm_middleware: counting a status check failed", exc_info=True)
+            if span.is_recording():
+                span.set_attribute(CHECK_OUTCOME, outcome)
+                if status is not None:
+                    span.set_attribute(HTTP_STATUS_CODE, status)
+                if error is not None:
+                    span.set_attribute(ERROR_TYPE, error)
+                    _set_error(span)
+
+        try:
+            yield span, observe
+        finally:
+            span.end()
+
+
+def _set_error(span: GuardedSpan) -> None:
+    """The ERROR status, without a message (there is no exception: an error status answered)."""
+    try:
+        span.span.set_status(StatusCode.ERROR)
+    except Exception:
+        failed("span.set_status")
+
+
+def _attributes(operation: str, base_url: str) -> dict[str, Any]:
+    attributes: dict[str, Any] = {SM_OPERATION: operation}
+    try:
+        import httpx
+
+        url = httpx.URL(base_url)
+        port = url.port or {"https": 443, "http": 80}.get(url.scheme)
+        if url.host:
+            attributes[SERVER_ADDRESS] = url.host
+        if port is not None:
+            attributes[SERVER_PORT] = port
+    except Exception:
+        logger.debug("wm_middleware: no server address for a status check", exc_info=True)
+    return attributes
+
+
+# -- metrics: one counter and one gauge per telemetry, fed by every runtime on it ------------
+@dataclass(eq=False)
+class _Instruments:
+    checks: Any
+    sources: list[weakref.ref[Callable[[], int]]] = field(default_factory=list)
+
+    def observe_pending(self, options: CallbackOptions) -> list[Observation]:
+        alive = [source() for source in self.sources]
+        return [Observation(sum(count() for count in alive if count is not None))]
+
+
+_BY_TELEMETRY: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
+_INSTRUMENTS_LOCK = threading.Lock()
+
+
+def _counter(telemetry: Telemetry, pending: Callable[[], int]) -> Any:
+    """The status-check counter of ``telemetry`` (made once per telemetry, like its other
+    instruments), with ``pending`` added to its pending-documents gauge."""
+    with _INSTRUMENTS_LOCK:
+        found = _BY_TELEMETRY.get(telemetry)
+        if found is None:
+            meter = telemetry.instruments.meter
+            found = _Instruments(
+                meter.create_counter(
+                    FRESHNESS_CHECKS,
+                    unit="{request}",
+                    description="Status requests for documents written and not yet indexed.",
+                )
+            )
+            meter.create_observable_up_down_counter(
+                FRESHNESS_PENDING,
+                callbacks=[found.observe_pending],
+                unit="{document}",
+                description="Documents written by this process and not yet indexed.",
+            )
+            _BY_TELEMETRY[telemetry] = found
+        found.sources = [source for source in found.sources if source() is not None]
+        found.sources.append(weakref.WeakMethod(pending))
+        return found.checks
+
+
+def _guarded_counter(telemetry: Telemetry, pending: Callable[[], int]) -> Any:
+    """:func:`_counter`, or a counter that counts nothing if the meter fails."""
+    try:
+        return _counter(telemetry, pending)
+    except Exception:
+        logger.warning("wm_middleware: freshness instruments unavailable", exc_info=True)
+        return NoOpMeter("wm_middleware").create_counter(FRESHNESS_CHECKS)

@@ -1,0 +1,417 @@
+"""Pending writes of one runtime, their settles, and the reads that confirm them.
+
+State, all under ``Freshness._lock``: per tenant (base URL + credentials) its pending documents
+(oldest write first) and its waits (one per write: the settle, the scopes, the documents left);
+per key read while it settles, the copy fetched last (:class:`_Saved`). A tenant's ``round``
+lock is held across one status request, so concurrent reads of a tenant make one request and
+the others reuse its answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import threading
+import time
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Literal
+
+from opentelemetry import trace
+from opentelemetry.trace import SpanContext
+
+from .._core import Settle, check_seconds
+from .checks import LIST_PROCESSING, NOT_FOUND, StatusChecks, document_path
+from .documents import FINISHED, Follow, field_of, status_of
+from .ledger import Ledger
+
+if TYPE_CHECKING:
+    from .._core import WorkingMemory
+    from .._telemetry import Telemetry
+
+__all__ = ["Freshness", "check_settings"]
+
+logger = logging.getLogger("wm_middleware._freshness")
+
+_NONE: Final = object()  # no copy can answer the read: it fetches
+
+
+def check_settings(freshness: object, settle_interval: object, settle_max: object) -> None:
+    """Validate the three freshness settings; a ``ValueError`` names the bad one."""
+    if not isinstance(freshness, bool):
+        raise ValueError(f"freshness must be True or False, not {freshness!r}")
+    try:
+        interval = check_seconds("settle_interval", settle_interval)
+        longest = check_seconds("settle_max", settle_max)
+    except TypeError as error:
+        raise ValueError(str(error)) from None
+    if interval > longest:
+        raise ValueError(
+            f"settle_interval ({settle_interval}) must not exceed settle_max ({settle_max})"
+        )
+
+
+@dataclass(slots=True, eq=False)
+class _Doc:
+    id: str
+    namespace: str | None
+    written: float
+    link: SpanContext | None  # the write's span, for the checks that ask about it
+
+
+@dataclass(slots=True, eq=False)
+class _Wait:
+    """One write's settle, and the documents it waits for."""
+
+    settle: Settle
+    scopes: frozenset[Hashable]
+    remaining: set[str]
+    confirmed: float = -math.inf  # when a check last found its documents all pending
+
+
+@dataclass(slots=True, eq=False)
+class _Tenant:
+    generation: Literal[3, 5]
+    base_url: str
+    headers: dict[str, str]
+    docs: dict[str, _Doc] = field(default_factory=dict)  # oldest write first
+    waits: list[_Wait] = field(default_factory=list)
+    per_document: bool = False  # no processing endpoint: GET each document
+    round: threading.Lock = field(default_factory=threading.Lock)
+
+
+@dataclass(slots=True, eq=False)
+class _Saved:
+    """The copy of a key fetched while its scopes settle, and when that fetch began."""
+
+    value: Any
+    scopes: frozenset[Hashable]
+    fetched: float
+
+
+class Freshness:
+    """Pending writes of one runtime: their settles, and the status checks that save reads.
+
+    Args:
+        memory: the runtime's working memory (its settles cap and drop entries).
+        telemetry: where status checks are traced and counted.
+        enabled: ``False``: writes only invalidate, as before.
+        interval: ``settle_interval``; an entry of a settling scope is served for half of it
+            after it was fetched or confirmed.
+        settle_max: the longest a scope settles after a write.
+    """
+
+    def __init__(
+        self,
+        memory: WorkingMemory[Any],
+        telemetry: Telemetry,
+        *,
+        enabled: bool = True,
+        interval: float = 1.0,
+        settle_max: float = 60.0,
+    ) -> None:
+        check_settings(enabled, interval, settle_max)
+        self.memory = memory
+        self.enabled = enabled
+        self.interval = float(interval)
+        self.settle_max = float(settle_max)
+        self.fresh_for = self.interval * 3 / 4  # under two turns of 0.5 s: one turn late at most
+        self.ledger = Ledger()
+        self._took = 0.0  # seconds the last settling read's request took (written unlocked)
+        self._lock = threading.Lock()
+        self._tenants: dict[Hashable, _Tenant] = {}  # lock
+        self._saved: dict[Hashable, _Saved] = {}  # lock
+        self.checks = StatusChecks(telemetry, self._pending, max(1.0, min(5.0, 2 * interval)))
+        self.shared = _shared_settling(memory) if enabled else None
+        if memory.shared is not None and enabled:
+            memory.shared.bind(self)  # another process's invalidation drops our copies too
+
+    # -- writes --------------------------------------------------------------------------------
+    def written(self, scopes: tuple[Hashable, ...], follow: Follow | None, answer: Any) -> None:
+        """A write succeeded: settle its scopes until the documents it names are indexed.
+
+        Never raises: freshness is best effort around a write that has already happened.
+        """
+        self.drop_local(scopes=scopes)
+        if not self.enabled or follow is None or not scopes:
+            return
+        try:
+            pending = [i for i, status in follow.documents(answer) if status not in FINISHED]
+        except Exception:
+            logger.debug("wm_middleware: could not read a write's answer", exc_info=True)
+            return
+        if not pending:
+            return  # indexed at once (an unchanged duplicate): the invalidation is enough
+        try:
+            self._follow(scopes, follow, pending)
+        except Exception:
+            logger.warning("wm_middleware: could not follow a write", exc_info=True)
+
+    def _follow(self, scopes: tuple[Hashable, ...], follow: Follow, pending: list[str]) -> None:
+        settle = self.memory.settle(*scopes, within=self.settle_max)
+        if self.shared is not None:
+            self.shared.begin(scopes, self.settle_max)
+        link = trace.get_current_span().get_span_context()
+        now = time.monotonic()
+        with self._lock:
+            self._prune_locked()
+            tenant = self._tenants.get(follow.tenant)
+            if tenant is None:
+                tenant = self._tenants[follow.tenant] = _Tenant(
+                    follow.generation, follow.base_url.rstrip("/"), dict(follow.headers)
+                )
+            for ident in pending:
+                tenant.docs.pop(ident, None)  # re-written: it starts again, and goes last
+                tenant.docs[ident] = _Doc(
+                    ident, follow.namespace, now, link if link.is_valid else None
+                )
+            tenant.waits.append(_Wait(settle, frozenset(scopes), set(pending)))
+
+    # -- reads ---------------------------------------------------------------------------------
+    def served(self, scopes: tuple[Hashable, ...]) -> bool:
+        """A read was answered from memory (one credit); whether its scopes settle."""
+        self.ledger.earn()
+        return self.settling(scopes)
+
+    def settling(self, scopes: tuple[Hashable, ...]) -> bool:
+        """Whether a read of ``scopes`` is fetched or served while they settle."""
+        if self.memory.settling(*scopes):
+            return True
+        shared = self.shared
+        return shared is not None and shared.deadline(scopes) is not None
+
+    def cap(self, scopes: tuple[Hashable, ...]) -> float:
+        """The ttl of an entry fetched for settling ``scopes``: half a ``settle_interval``, and
+        no longer than another process's settle of them."""
+        # Stored one request after its fetch (or check) began: that request's time is taken off.
+        ttl = min(max(self.fresh_for - self._took, self.fresh_for / 2), self.memory.ttl)
+        shared = self.shared
+        deadline = None if shared is None else shared.deadline(scopes)
+        if deadline is not None:
+            left = deadline - time.monotonic()
+            if left > 0:
+                ttl = min(ttl, left)
+        return ttl
+
+    def saving(
+        self, key: Hashable, scopes: tuple[Hashable, ...], fetch: Callable[[], Any]
+    ) -> Callable[[], Any]:
+        """``fetch`` of a settling read: answered by the copy fetched before when a status
+        check (paid by a credit) finds the documents still pending, else fetched and kept."""
+
+        def fetch_saved() -> Any:
+            started = time.monotonic()
+            saved = self._confirmed(key, scopes)
+            if saved is not _NONE:
+                self._took = time.monotonic() - started
+                return saved
+            started = time.monotonic()
+            value = fetch()
+            self._keep(key, scopes, value, started)
+            return value
+
+        return fetch_saved
+
+    def asaving(
+        self, key: Hashable, scopes: tuple[Hashable, ...], fetch: Callable[[], Awaitable[Any]]
+    ) -> Callable[[], Awaitable[Any]]:
+        """Async :meth:`saving`: the status check runs in a worker thread under asyncio."""
+
+        async def fetch_saved() -> Any:
+            started = time.monotonic()
+            if self._saved_of(key) is not None:
+                try:
+                    asyncio.get_running_loop()
+                except RuntimeError:  # another event loop (trio): check in this thread
+                    saved = self._confirmed(key, scopes)
+                else:
+                    saved = await asyncio.to_thread(self._confirmed, key, scopes)
+                if saved is not _NONE:
+                    self._took = time.monotonic() - started
+                    return saved
+            started = time.monotonic()
+            value = await fetch()
+            self._keep(key, scopes, value, started)
+            return value
+
+        return fetch_saved
+
+    def refreshing(self, fetch: Callable[..., Any]) -> Callable[..., Any]:
+        """``fetch`` of a background refresh: a request no read asked for, spent from the ledger."""
+
+        def fetch_spent() -> Any:
+            self.ledger.spend()
+            return fetch()
+
+        return fetch_spent
+
+    def drop_local(
+        self,
+        *,
+        keys: Iterable[Hashable] = (),
+        scopes: Iterable[Hashable] = (),
+        everything: bool = False,
+    ) -> int:
+        """Forget the copies of ``keys`` and of ``scopes`` (a write, or another process's
+        invalidation heard through the shared tier): they may no longer be what the API says."""
+        keys, scopes = set(keys), set(scopes)
+        with self._lock:
+            if everything:
+                self._saved.clear()
+                return 0
+            for key in [k for k, s in self._saved.items() if k in keys or s.scopes & scopes]:
+                del self._saved[key]
+        return 0
+
+    @property
+    def pending(self) -> int:
+        """Documents this process waits for."""
+        with self._lock:
+            self._prune_locked()
+            return sum(len(t.docs) for t in self._tenants.values())
+
+    def _pending(self) -> int:
+        return self.pending
+
+    # -- the copies ----------------------------------------------------------------------------
+    def _keep(
+        self, key: Hashable, scopes: tuple[Hashable, ...], value: Any, started: float
+    ) -> None:
+        self._took = time.monotonic() - started
+        with self._lock:
+            self._saved[key] = _Saved(value, frozenset((*scopes, key)), started)
+
+    def _saved_of(self, key: Hashable) -> _Saved | None:
+        with self._lock:
+            return self._saved.get(key)
+
+    def _confirmed(self, key: Hashable, scopes: tuple[Hashable, ...]) -> Any:
+        """The copy of ``key`` if the API's answer is still what it was when it was fetched,
+        else :data:`_NONE`. That holds when every write covering the read still has its
+        documents pending at some moment after the copy's fetch began: a pending document is
+        in no answer yet. A status check proves it, made only when the ledger pays for it."""
+        with self._lock:
+            self._prune_locked()
+            saved = self._saved.get(key)
+            if saved is None:
+                return _NONE
+            if self.shared is not None and self.shared.foreign(saved.scopes):
+                return _NONE  # another process's write settles it too: its documents are unknown
+            covering = [
+                (tenant, wait)
+                for tenant in self._tenants.values()
+                for wait in tenant.waits
+                if wait.scopes & saved.scopes
+            ]
+        tenants = {id(tenant): tenant for tenant, _ in covering}
+        if len(tenants) != 1:  # another process's write only, or several tenants: fetch
+            return _NONE
+        tenant = next(iter(tenants.values()))
+        waits = [wait for _, wait in covering]
+        with tenant.round:
+            if self._vouched(waits, saved):
+                return saved.value  # a check made since the copy's fetch, and recent enough
+            if not self.ledger.take(self.memory.refreshing):
+                return _NONE  # no credit: fetch, as an uncached client does
+            self._round(tenant, waits)
+            return saved.value if self._vouched(waits, saved, fresh=False) else _NONE
+
+    def _vouched(self, waits: list[_Wait], saved: _Saved, fresh: bool = True) -> bool:
+        """Whether every wait was confirmed since ``saved`` was fetched (and, with ``fresh``,
+        less than ``fresh_for`` ago: a confirmation older than that proves nothing now)."""
+        since = time.monotonic() - self.fresh_for if fresh else -math.inf
+        return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
+
+    # -- one status round ----------------------------------------------------------------------
+    def _round(self, tenant: _Tenant, waits: list[_Wait]) -> None:
+        """One status request about ``waits``' documents (one credit: one request); end the
+        waits whose documents have all finished and mark the others confirmed."""
+        started = time.monotonic()
+        with self._lock:
+            asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
+        if not asked:
+            return
+        try:
+            statuses = _ask(self.checks, tenant, asked)
+        except Exception:  # a surprise never reaches the read: it fetches
+            logger.debug("wm_middleware: a status check failed", exc_info=True)
+            statuses = None
+        if statuses is None:
+            return
+        ended: list[_Wait] = []
+        finished = {ident for ident, status in statuses.items() if status in FINISHED}
+        with self._lock:
+            for ident in finished:
+                tenant.docs.pop(ident, None)
+            for wait in tenant.waits:
+                if wait.remaining & finished:
+                    wait.remaining -= finished
+                    if not wait.remaining:
+                        ended.append(wait)
+                elif wait.remaining & statuses.keys():
+                    wait.confirmed = started  # every document asked about is still pending
+            tenant.waits = [w for w in tenant.waits if w.remaining]
+        for wait in ended:
+            wait.settle.end()  # drops the scopes here and in the shared tier
+            if self.shared is not None:
+                self.shared.end(tuple(wait.scopes))
+
+    def _prune_locked(self) -> None:
+        """Forget waits whose settle ended (deadline, or by hand), documents nobody waits for,
+        and copies of scopes that settle no more."""
+        for key, tenant in list(self._tenants.items()):
+            tenant.waits = [w for w in tenant.waits if w.settle.active]
+            wanted = set().union(*(w.remaining for w in tenant.waits))
+            for ident in [i for i in tenant.docs if i not in wanted]:
+                del tenant.docs[ident]
+            if not tenant.docs:
+                del self._tenants[key]
+        if self._saved and not self._tenants:
+            self._saved.clear()
+
+
+def _ask(checks: StatusChecks, tenant: _Tenant, asked: list[_Doc]) -> dict[str, str] | None:
+    """Statuses of ``asked`` from one request; ``None`` when the request failed.
+
+    3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x
+    API without that list: the oldest document asked about (documents are indexed roughly
+    in order: while it is pending the younger ones are too, most likely). A document that
+    answers 404 is pending (deleted, or not known yet where the API looked): ``settle_max``
+    bounds it."""
+    links = [doc.link for doc in asked if doc.link is not None]
+    if tenant.generation == 3 and not tenant.per_document:
+        route = LIST_PROCESSING
+        got = checks.get(tenant.base_url, tenant.headers, route.template, route.operation, links)
+        if got is NOT_FOUND:
+            tenant.per_document = True  # the next round asks about a document
+            return None
+        if got is None:
+            return None
+        listed = {
+            str(field_of(d, "id")): str(field_of(d, "status"))
+            for d in field_of(got, "documents") or ()
+        }
+        return {doc.id: listed.get(doc.id, "done") for doc in asked}
+    oldest = asked[0]
+    path = document_path(tenant.generation, oldest.id, oldest.namespace)
+    got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
+    if got is None:
+        return None
+    status = "unknown" if got is NOT_FOUND else status_of(got)
+    if status in FINISHED:
+        return {oldest.id: status}
+    return {doc.id: status for doc in asked}  # the younger ones are pending too
+
+
+def _shared_settling(memory: WorkingMemory[Any]) -> Any:
+    """The fleet-wide settle state of ``memory``'s shared tier, or None (no such tier)."""
+    tier = memory.shared
+    settles = getattr(tier, "settles", None)
+    if settles is None:
+        return None
+    try:
+        return settles()
+    except Exception:
+        logger.debug("wm_middleware: no shared settle state", exc_info=True)
+        return None
