@@ -2,12 +2,15 @@
 
 python3 -m nox                  # lint, then the test-suite under SDK 3.x and under SDK 5.x
 python3 -m nox -s tests-sdk3    # one of them, then the SDK's own test suite plain and instrumented
+python3 -m nox -s tests-sdk3 -- tests/core -n 0   # a focused run, in one process
 python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
 python3 -m nox -s examples      # the LangGraph, pydantic-ai and OpenAI Agents SDK examples (CI too)
 python3 -m nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
-on the newest supported ``python3.X`` found on PATH.
+on the newest supported ``python3.X`` found on PATH. Environments are made and filled by ``uv``
+when it is there (``pip install 'nox[uv]'``), else by virtualenv and pip. The suite runs in
+:data:`WORKERS` pytest-xdist processes.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import nox
 
 nox.options.sessions = ["lint", "tests-sdk3", "tests-sdk5"]
 nox.options.error_on_missing_interpreters = True
+nox.options.default_venv_backend = "uv|virtualenv"
 
 SUPPORTED = ("3.11", "3.12", "3.13", "3.14")
 
@@ -51,13 +55,27 @@ SDK5 = [
 # both ways), and what those suites need beyond the project's test extra.
 SDK3_SUITE = "3.62.0"
 SDK5_SUITE = "5.0.1"
-SUITE_NEEDS = ["respx", "dirty-equals"]
+# pip: the runner downloads the sdist with it (an environment uv made has none).
+SUITE_NEEDS = ["respx", "dirty-equals", "pip"]
+# Three workers on two cores: much of a test's time is waiting (emulated latency, indexing
+# delays, servers starting), which a third worker fills; more would have the tests that do compute
+# (fresh interpreters, fleets of processes) wait for a core. Each worker has its own session
+# servers (emulator, valkey-server, redis-server) and its own instrument() state. ``worksteal``:
+# each worker takes a run of neighbouring tests (few module fixtures set up twice) and an idle
+# worker takes over part of a busy one's. Arguments after ``--`` come later and win: ``-n 0`` runs
+# in one process.
+WORKERS = ["-n", "3", "--dist", "worksteal"]
+
+
+def _suite(session: nox.Session) -> None:
+    """The project's suite, in :data:`WORKERS` processes (or as the arguments after ``--`` say)."""
+    session.run("pytest", "-q", *WORKERS, *session.posargs)
 
 
 def _sdk_suite(session: nox.Session, pinned: str) -> None:
-    """The SDK's own suite at ``pinned``, downloaded as an sdist, plain then instrumented."""
+    """The SDK's own suite at ``pinned``, downloaded as an sdist, plain and instrumented at once."""
     session.install(f"supermemory=={pinned}", *SUITE_NEEDS)
-    session.run("python", "tests/interception/sdk_suites.py", pinned)
+    session.run("python", "tests/interception/sdk_suites.py", pinned, "--parallel")
 
 
 @nox.session(python=PYTHON)
@@ -73,7 +91,7 @@ def lint(session: nox.Session) -> None:
 def tests_sdk3(session: nox.Session) -> None:
     """The whole suite with supermemory 3.x and the integrations built on it."""
     session.install("-e", ".[test,demo,otlp]", *SDK3)
-    session.run("pytest", "-q", *session.posargs)
+    _suite(session)
     if not session.posargs:  # a focused run (``nox -s tests-sdk3 -- tests/x``) skips the suite
         _sdk_suite(session, SDK3_SUITE)
 
@@ -82,7 +100,7 @@ def tests_sdk3(session: nox.Session) -> None:
 def tests_sdk5(session: nox.Session) -> None:
     """The whole suite with supermemory 5.x and supermemory-agent-framework 2.x."""
     session.install("-e", ".[test,server,otlp]", *SDK5)
-    session.run("pytest", "-q", *session.posargs)
+    _suite(session)
     if not session.posargs:
         _sdk_suite(session, SDK5_SUITE)
 

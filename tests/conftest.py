@@ -118,7 +118,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 def wait_until(
     predicate: Callable[[], object],
-    limit: float = 10.0,
+    limit: float = 20.0,
     *,
     what: str = "condition",
     interval: float = 0.005,
@@ -225,9 +225,11 @@ def emulator_server() -> Iterator[EmulatorServer]:
 
 
 @pytest.fixture
-def emulator(emulator_server: EmulatorServer) -> EmulatorServer:
-    """The session's emulator with no data, counts, faults, latency or indexing delay."""
-    return clean(emulator_server)
+def emulator(emulator_server: EmulatorServer) -> Iterator[EmulatorServer]:
+    """The session's emulator with no data, counts, faults, latency or indexing delay; cleaned
+    again after the test, so that no delay or fault outlives it."""
+    yield clean(emulator_server)
+    clean(emulator_server)
 
 
 @pytest.fixture(scope="session")

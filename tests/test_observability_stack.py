@@ -14,6 +14,7 @@ Running ``prometheus`` and the dashboard's queries is ``telemetry/_prometheus_se
 
 from __future__ import annotations
 
+import contextlib
 import random
 import re
 import shutil
@@ -21,7 +22,7 @@ import subprocess
 import threading
 import urllib.request
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -592,12 +593,29 @@ def _start_exporter(job: str, *, cached: bool) -> _Exporter:
     return _Exporter(job=job, port=port, stop=stop)
 
 
-DEMO_SECONDS = 40.0
+DEMO_SECONDS = 120.0
+"""A bound: the demo plays until the test has its data and stops it, well before this."""
+
+
+async def _until_stopped(demo: Coroutine[Any, Any, Any], stop: threading.Event) -> None:
+    """Run ``demo`` until it ends or ``stop`` is set, then cancel it (a cancelled run raises
+    nothing; anything else it raises is raised here)."""
+    import asyncio
+
+    task = asyncio.ensure_future(demo)
+    while not task.done() and not stop.is_set():
+        await asyncio.wait({task}, timeout=0.1)
+    if not task.done():
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    elif not task.cancelled():
+        task.result()
 
 
 def _start_demo() -> list[_Exporter]:
     """``wm-middleware demo --duration``'s own traffic: both deployments side by side, each
-    recording the library's metrics on a provider served for scraping."""
+    recording the library's metrics on a provider served for scraping, until the test stops it."""
     import asyncio
     import importlib.util
 
@@ -611,10 +629,12 @@ def _start_demo() -> list[_Exporter]:
     }
     options = DemoOptions(turns=4, latency_ms=20.0, duration=DEMO_SECONDS)
     failures: list[BaseException] = []
+    stopped = threading.Event()
 
     def play() -> None:
+        meters = {n: s[0] for n, s in served.items()}
         try:
-            asyncio.run(run_demo(options, meter_providers={n: s[0] for n, s in served.items()}))
+            asyncio.run(_until_stopped(run_demo(options, meter_providers=meters), stopped))
         except BaseException as error:  # reported by stop()
             failures.append(error)
 
@@ -623,7 +643,9 @@ def _start_demo() -> list[_Exporter]:
 
     def stopper(stop_serving: Callable[[], None]) -> Callable[[], None]:
         def stop() -> None:
-            player.join(timeout=DEMO_SECONDS + 60)
+            stopped.set()
+            player.join(timeout=60)
+            assert not player.is_alive(), "the demo did not stop"
             stop_serving()
             assert not failures, failures
 

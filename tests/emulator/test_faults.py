@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from wm_middleware.emulator import EmulatorServer
@@ -123,3 +125,24 @@ class TestV5:
         client = sync_client(server)
         client.search(TAG, query="allergy")
         assert server.latency_applied == 1
+
+
+def test_reset_zeroes_the_counts_of_injected_errors_and_hangs(server: EmulatorServer) -> None:
+    """A test that counts hangs or injected errors sees only its own, whatever ran before."""
+    path = "/v4/search" if supermemory.__version__.startswith("3.") else f"/ns/{TAG}/search"
+    server.hang_next(1, 0.01, path=path)
+    server.fail_next(1, 503, path=path)
+    client = sync_client(server)
+    _search(client)  # waits 10 ms, then answers
+    with pytest.raises(supermemory.InternalServerError):
+        _search(client)
+    assert (server.faults.injected, server.faults.hangs) == (1, 1)
+    server.reset()
+    assert (server.faults.injected, server.faults.hangs) == (0, 0)
+    assert server.stats()["faults"]["hangs"] == 0
+
+
+def _search(client: Any) -> Any:
+    if supermemory.__version__.startswith("3."):
+        return client.search.memories(q="allergy", container_tag=TAG)
+    return client.search(TAG, query="allergy")

@@ -1,10 +1,10 @@
-"""Fixtures of the freshness tests: bounded waits, the emulator with a pipeline, the SDK calls."""
+"""Fixtures of the freshness tests: the SDK calls with this module's key and query, and a client
+observed by a real OpenTelemetry SDK."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -12,20 +12,12 @@ import pytest
 from wm_middleware.emulator import EmulatorServer
 
 from ..conftest import done as done
+from ..conftest import wait_until as wait_until
 from ..interception.conftest import Generation
 
-# ``clock`` (a FakeClock), ``mode`` (sync, then async) and ``done`` are tests/conftest.py's;
-# ``done`` is importable from here as before.
-
-
-def wait_until(predicate: Callable[[], object], limit: float = 20.0) -> None:
-    """Return once ``predicate()`` holds; fail past ``limit`` seconds (a bound, never reached in
-    a passing run, not a measurement)."""
-    deadline = time.monotonic() + limit
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached")
-        time.sleep(0.005)
+# ``clock`` (a FakeClock), ``mode`` (sync, then async), ``emulator_server`` and ``emulator`` (the
+# session's emulator, clean) are tests/conftest.py's; ``done`` and ``wait_until`` are importable
+# from here as before.
 
 
 async def read_until(read: Callable[[], Any], holds: Callable[[Any], object]) -> Any:
@@ -38,22 +30,6 @@ async def read_until(read: Callable[[], Any], holds: Callable[[Any], object]) ->
             return answer
         await asyncio.sleep(0.01)
     raise AssertionError("condition not reached")
-
-
-@pytest.fixture(scope="session")
-def emulator_server() -> Iterator[EmulatorServer]:
-    with EmulatorServer(seed=5) as server:
-        yield server
-
-
-@pytest.fixture
-def emulator(emulator_server: EmulatorServer) -> Iterator[EmulatorServer]:
-    """A clean emulator; the test sets its indexing delay."""
-    emulator_server.reset()
-    emulator_server.set_latency(None)
-    emulator_server.set_indexing_delay(0.0)
-    yield emulator_server
-    emulator_server.set_indexing_delay(0.0)
 
 
 # -- the installed SDK generation ----------------------------------------------------------------

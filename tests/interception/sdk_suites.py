@@ -1,6 +1,7 @@
 """Run the installed supermemory SDK's own test suite twice, plain and under ``instrument()``.
 
     python tests/interception/sdk_suites.py 3.62.0     # or 5.0.1
+    python tests/interception/sdk_suites.py 3.62.0 --parallel   # both runs at once
 
 Downloads the SDK's sdist at that version from the package index (``pip download --no-deps
 --no-binary :all:``), extracts it without its ``src/`` and with its pytest settings (less
@@ -8,7 +9,9 @@ Downloads the SDK's sdist at that version from the package index (``pip download
 SDK, which must be that version: once plain, once with ``sdk_suite_plugin`` beside this file
 (``instrument()``, the working memory cleared around every test). Every test must end the same
 way both times, and the instrumented run must really have gone through the middleware. Prints
-both runs' counts and times; exits 1 on any difference. The suites need ``respx`` and
+both runs' counts and times; exits 1 on any difference. ``--parallel`` (the nox sessions) runs
+the two at once, each in a process of its own: the outcomes are the same, the times are those of
+two runs sharing the machine. The suites need ``respx`` and
 ``dirty-equals`` (3.x).
 """
 
@@ -68,24 +71,38 @@ def prepare(sdist: Path) -> Path:
     return sdist
 
 
+class Run:
+    """One run of the suite, plain or ``instrumented``, in a pytest process of its own."""
+
+    def __init__(self, suite: Path, instrumented: bool) -> None:
+        self.report = suite / ("instrumented.xml" if instrumented else "plain.xml")
+        self.stats_file = suite / "stats.json"
+        self.instrumented = instrumented
+        path = os.pathsep.join([str(ROOT), str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")])
+        env = {**os.environ, "PYTHONPATH": path, "WM_SUITE_STATS": str(self.stats_file)}
+        command = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
+                   f"--junitxml={self.report}", "-o", "junit_family=xunit2"]  # fmt: skip
+        if instrumented:
+            command += ["-p", PLUGIN]
+        self._start = time.perf_counter()
+        self._process = subprocess.Popen(
+            command, cwd=suite, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+
+    def result(self) -> tuple[dict[str, str], float, dict[str, object]]:
+        """Each test's outcome (passed | failed | error | skipped), the run's seconds, its stats
+        (the instrumented run's), once the run has ended."""
+        self._process.wait()
+        seconds = time.perf_counter() - self._start
+        stats: dict[str, object] = {}
+        if self.instrumented and self.stats_file.exists():
+            stats = json.loads(self.stats_file.read_text())
+        return (outcomes(self.report) if self.report.exists() else {}), seconds, stats
+
+
 def run(suite: Path, instrumented: bool) -> tuple[dict[str, str], float, dict[str, object]]:
-    """Each test's outcome (passed | failed | error | skipped), the run's seconds, its stats."""
-    report = suite / ("instrumented.xml" if instrumented else "plain.xml")
-    stats_file = suite / "stats.json"
-    path = os.pathsep.join([str(ROOT), str(PLUGIN_DIR), os.environ.get("PYTHONPATH", "")])
-    env = {**os.environ, "PYTHONPATH": path}
-    env["WM_SUITE_STATS"] = str(stats_file)
-    command = [sys.executable, "-m", "pytest", "tests", "-q", "-p", "no:cacheprovider",
-               f"--junitxml={report}", "-o", "junit_family=xunit2"]  # fmt: skip
-    if instrumented:
-        command += ["-p", PLUGIN]
-    start = time.perf_counter()
-    subprocess.run(command, cwd=suite, env=env, check=False, capture_output=True)
-    seconds = time.perf_counter() - start
-    stats: dict[str, object] = {}
-    if instrumented and stats_file.exists():
-        stats = json.loads(stats_file.read_text())
-    return (outcomes(report) if report.exists() else {}), seconds, stats
+    """One run of the suite to its end: see :meth:`Run.result`."""
+    return Run(suite, instrumented).result()
 
 
 def outcomes(report: Path) -> dict[str, str]:
@@ -109,6 +126,9 @@ def tally(results: dict[str, str]) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("pinned", help="the supermemory version whose suite to run (installed)")
+    parser.add_argument(
+        "--parallel", action="store_true", help="run the plain and instrumented runs at once"
+    )
     args = parser.parse_args(argv)
     installed = version("supermemory")
     if installed != args.pinned:
@@ -116,8 +136,12 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     with tempfile.TemporaryDirectory(prefix="sdk-suite-") as scratch:
         suite = prepare(download(args.pinned, Path(scratch)))
-        plain, plain_s, _ = run(suite, instrumented=False)
-        cached, cached_s, stats = run(suite, instrumented=True)
+        if args.parallel:
+            runs = Run(suite, instrumented=False), Run(suite, instrumented=True)
+            (plain, plain_s, _), (cached, cached_s, stats) = (r.result() for r in runs)
+        else:
+            plain, plain_s, _ = run(suite, instrumented=False)
+            cached, cached_s, stats = run(suite, instrumented=True)
     print(f"supermemory {args.pinned} suite, plain:        {tally(plain)} in {plain_s:.1f} s")
     print(f"supermemory {args.pinned} suite, instrument(): {tally(cached)} in {cached_s:.1f} s")
     print(f"working memory over the instrumented run: {stats}")

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import sys
+import tomllib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -117,9 +120,18 @@ async def test_execute_memory_tool_calls_with_a_new_client_per_call_still_hits(
 @pytest.fixture(params=["aiohttp", "requests"])
 def transport(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Which HTTP library the profile search uses: ``import aiohttp`` fails for "requests"."""
-    if request.param == "requests":
+    if request.param == "aiohttp":
+        pytest.importorskip("aiohttp", reason="needs aiohttp (the test extra installs it)")
+    else:
         monkeypatch.setitem(sys.modules, "aiohttp", None)
     return str(request.param)
+
+
+def test_the_test_extra_installs_the_aiohttp_the_profile_search_cases_use() -> None:
+    """A clean ``pip install -e '.[test,demo]'`` runs the aiohttp case instead of skipping it."""
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    test_extra = pyproject["project"]["optional-dependencies"]["test"]
+    assert any(re.match(r"aiohttp\b", requirement) for requirement in test_extra), test_extra
 
 
 async def test_profile_search_reaches_the_server_once(

@@ -123,11 +123,6 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     _uninstrument()
 
 
-@pytest.fixture(params=["sync", "async"])
-def mode(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
-
-
 def _uninstrument() -> None:
     if wm_middleware.WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry:
         wm_middleware.uninstrument()
@@ -218,4 +213,5 @@ async def coalesce(runtime: Runtime, read: Read, callers: int = 2) -> list[Any]:
     return list(await asyncio.gather(*tasks))
 
 
-# ``until`` is tests/conftest.py's; importable from here as before.
+# ``until`` and the ``mode`` fixture are tests/conftest.py's; ``until`` is importable from here as
+# before.

@@ -118,9 +118,11 @@ class Emulator(FaultSchedule):
         return self.log.count(method, path)
 
     def reset_counts(self) -> None:
-        """Zero the request counters, recorded requests and latency statistics."""
+        """Zero the request counters, recorded requests, latency statistics and the counts of
+        injected errors and hangs."""
         self.log.reset()
         self.latency.reset_stats()
+        self.faults.injected = self.faults.hangs = 0
 
     def last_request(self, method: str, path: str) -> RecordedRequest | None:
         """The most recent request received for ``method``/``path`` (glob allowed)."""

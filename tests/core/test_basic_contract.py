@@ -1,4 +1,7 @@
-"""The ten scenarios of the TypeScript proposal's test-suite, ported."""
+"""The basic contract of a working memory: a repeated lookup hits, an unknown one misses, entries
+expire after their TTL, concurrent searches share one fetch, the least recently used entry is
+evicted first, invalidation drops what it names, stats count it all, and a value comes back as
+stored."""
 
 from __future__ import annotations
 
@@ -92,8 +95,7 @@ def test_stats_count_hits_misses_and_size(clock: FakeClock) -> None:
     assert stats.hit_ratio == 1 / 3
 
 
-def test_disabled_cache_always_fetches() -> None:
-    """The proposal's 'disabled' mode: a zero-capacity cache is refused; a tiny TTL re-fetches."""
+def test_a_ttl_shorter_than_the_gap_between_searches_fetches_every_time() -> None:
     clock = FakeClock()
     wm: WorkingMemory[int] = WorkingMemory(ttl=0.001, clock=clock)
     calls: list[int] = []
