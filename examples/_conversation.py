@@ -31,7 +31,11 @@ TURNS = [
     "What should I cook tonight?",
     "And for lunch tomorrow?",
 ]
-PAUSE = 0.6  # seconds between turns: the user reading and typing
+# Seconds between turns: the user reading and typing. Further apart than the 0.75 s a copy fetched
+# while a write is being indexed is served (three quarters of settle_interval), so the cached agent
+# sees the new memory in the same turn as the uncached one; turns closer than that see it at most
+# one turn later (docs/freshness.md).
+PAUSE = 0.8
 INDEXING_DELAY = 1.0  # seconds before the emulator returns a new memory from a search
 
 

@@ -168,10 +168,13 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
+        # A status check before the flight: one that finds the write indexed ends its settle,
+        # so what this read fetches is cached as usual.
+        confirmed = self.freshness.checkable(read.key) and self.freshness.confirm(read.key)
         loading = self._loading(observation, read)  # marks a read of a settling scope
         upstream = observation.fetching(_encoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.saving(read.key, read.scopes, upstream)
+            upstream = self.freshness.saving(read.key, read.scopes, upstream, confirmed)
         with _failing(observation):
             loaded = self.memory.load(read.key, upstream, **loading)
         value = read.decode(loaded.value)
@@ -199,10 +202,15 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
+        confirmed = False
+        if self.freshness.checkable(read.key):  # its request blocks: in a worker thread
+            import asyncio  # loaded already: this runs under asyncio
+
+            confirmed = await asyncio.to_thread(self.freshness.confirm, read.key)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.asaving(read.key, read.scopes, upstream)
+            upstream = self.freshness.asaving(read.key, read.scopes, upstream, confirmed)
         with _failing(observation):
             loaded = await self.memory.aload(read.key, upstream, **loading)
         value = read.decode(loaded.value)
@@ -228,10 +236,13 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
+        confirmed = False
+        if self.freshness.checkable(read.key):
+            confirmed = await _in_worker_thread(lambda: self.freshness.confirm(read.key))
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
-        if observation.settling:  # the status check runs in the worker thread, as the load does
-            fetch_here = self.freshness.saving(read.key, read.scopes, fetch_here)
+        if observation.settling:
+            fetch_here = self.freshness.saving(read.key, read.scopes, fetch_here, confirmed)
         with _failing(observation):
             loaded = await _in_worker_thread(
                 lambda: self.memory.load(read.key, fetch_here, **loading)

@@ -82,6 +82,27 @@ async def test_a_document_that_never_finishes_ends_its_settle_and_caching_resume
     assert sdk.status_checks(emulator) == checks  # no polling once nothing is pending
 
 
+async def test_the_read_a_check_finds_indexed_is_cached_as_usual_afterwards(
+    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+) -> None:
+    emulator.set_indexing_delay(0.3)
+    cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.2)
+    for _ in range(3):
+        await done(sdk.search(cached))  # one fetch, two hits: credits for a status check
+    await done(sdk.add(cached, "The user likes espresso"))
+    assert not mentions(await done(sdk.search(cached)), "espresso")  # fetched while pending
+    await asyncio.sleep(0.5)  # indexed now, and that copy's life (0.15 s) is over
+    checks, reads = sdk.status_checks(emulator), sdk.reads(emulator)
+    assert mentions(await done(sdk.search(cached)), "espresso")
+    # One check found the document indexed and ended the settle, then one fetch ...
+    assert (sdk.status_checks(emulator), sdk.reads(emulator)) == (checks + 1, reads + 1)
+    assert observed.pending() == 0
+    # ... whose answer is cached as any other: the next reads are hits.
+    for _ in range(3):
+        assert mentions(await done(sdk.search(cached)), "espresso")
+    assert sdk.reads(emulator) == reads + 1
+
+
 async def shows(sdk: Sdk, client: Any, fact: str) -> None:
     """Search with ``client`` until an answer mentions ``fact`` (bounded: 400 tries 10 ms apart,
     a guard, not a measurement)."""

@@ -9,21 +9,24 @@ write through an instrumented or wrapped client:
    of the documents the answer names (:mod:`.documents`);
 2. documents not ``done`` yet are *pending*: their write's scopes settle
    (:meth:`WorkingMemory.settle`, at most ``settle_max`` seconds). While a scope settles, an
-   entry fetched for it is served for half a ``settle_interval``, then it expires;
+   entry fetched for it is served for three quarters of a ``settle_interval``, then it
+   expires;
 3. a read that finds it expired fetches, as an uncached client does, unless a status check
    can save it: the ledger (:mod:`.ledger`) holds a credit (every read answered from memory
    earns one, every check spends one) and one request (:mod:`.checks`: 3.x the processing
    list, 5.x the oldest pending document) finds the write's documents still pending. Then the
    copy fetched since the write is what the API answers now: it is served and kept for another
-   half interval. A check that finds them finished ends the settle: the scopes are dropped here
-   and in the shared tier, and the read fetches the new state.
+   three quarters of an interval. A check (made before the read's flight begins) that finds
+   them finished ends the settle: the scopes are dropped here and in the shared tier, and the
+   read fetches the new state, cached as usual.
 
 So ``checks <= reads answered from memory`` and the requests with the cache never exceed those
 of the same calls without it. There is no background polling: a check is made for a read that
 waits for it, never on a timer, and a check that fails only makes the read fetch.
 
 With a shared tier, the settle is announced to every process (the tier's ``settles()``); they
-cap what they store for the scope to the same half interval and to the settle's deadline.
+cap what they store for the scope to the same three quarters of an interval and to the
+settle's deadline.
 """
 
 from __future__ import annotations

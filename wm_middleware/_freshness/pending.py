@@ -9,7 +9,6 @@ the others reuse its answer.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import threading
@@ -97,8 +96,8 @@ class Freshness:
         memory: the runtime's working memory (its settles cap and drop entries).
         telemetry: where status checks are traced and counted.
         enabled: ``False``: writes only invalidate, as before.
-        interval: ``settle_interval``; an entry of a settling scope is served for half of it
-            after it was fetched or confirmed.
+        interval: ``settle_interval``; an entry of a settling scope is served for three quarters
+            of it after it was fetched or confirmed.
         settle_max: the longest a scope settles after a write.
     """
 
@@ -182,8 +181,8 @@ class Freshness:
         return shared is not None and shared.deadline(scopes) is not None
 
     def cap(self, scopes: tuple[Hashable, ...]) -> float:
-        """The ttl of an entry fetched for settling ``scopes``: half a ``settle_interval``, and
-        no longer than another process's settle of them."""
+        """The ttl of an entry fetched for settling ``scopes``: three quarters of a
+        ``settle_interval``, and no longer than another process's settle of them."""
         # Stored one request after its fetch (or check) began: that request's time is taken off.
         ttl = min(max(self.fresh_for - self._took, self.fresh_for / 2), self.memory.ttl)
         shared = self.shared
@@ -194,15 +193,46 @@ class Freshness:
                 ttl = min(ttl, left)
         return ttl
 
+    def checkable(self, key: Hashable) -> bool:
+        """Whether a read of ``key`` that missed has a copy a status check could confirm."""
+        return bool(self._saved) and key in self._saved  # read without the lock: a hint
+
+    def confirm(self, key: Hashable) -> bool:
+        """Before the fetch of a read of ``key`` that missed (outside its flight): one status
+        check, when a credit pays for it and the copy fetched since the write could answer it.
+
+        Still pending: the copy is confirmed, and the read's fetch (:meth:`saving`) returns it.
+        Indexed: the write's settle ends here, before the fetch, so what the read fetches next
+        is the new state, cached as usual. A tenant's reads make one check at a time (its
+        ``round`` lock); one that finds a check made meanwhile makes none. True: a check made
+        for this read confirmed the copy (pass it to :meth:`saving`).
+        """
+        covering = self._covering(key)
+        if covering is None:
+            return False
+        tenant, waits, saved = covering
+        with tenant.round:
+            if self._vouched(waits, saved):
+                return False  # another read's check confirmed it meanwhile (and lately)
+            if not self.ledger.take(self.memory.refreshing):
+                return False  # no credit: the read fetches, as an uncached client does
+            self._round(tenant, waits)
+            return self._vouched(waits, saved, lately=False)
+
     def saving(
-        self, key: Hashable, scopes: tuple[Hashable, ...], fetch: Callable[[], Any]
+        self,
+        key: Hashable,
+        scopes: tuple[Hashable, ...],
+        fetch: Callable[[], Any],
+        confirmed: bool = False,
     ) -> Callable[[], Any]:
         """``fetch`` of a settling read: answered by the copy fetched before when a status
-        check (paid by a credit) finds the documents still pending, else fetched and kept."""
+        check (:meth:`confirm`: ``confirmed`` for this read, or another's made lately) found the
+        documents still pending, else fetched and kept."""
 
         def fetch_saved() -> Any:
             started = time.monotonic()
-            saved = self._confirmed(key, scopes)
+            saved = self._confirmed(key, lately=not confirmed)
             if saved is not _NONE:
                 self._took = time.monotonic() - started
                 return saved
@@ -214,22 +244,20 @@ class Freshness:
         return fetch_saved
 
     def asaving(
-        self, key: Hashable, scopes: tuple[Hashable, ...], fetch: Callable[[], Awaitable[Any]]
+        self,
+        key: Hashable,
+        scopes: tuple[Hashable, ...],
+        fetch: Callable[[], Awaitable[Any]],
+        confirmed: bool = False,
     ) -> Callable[[], Awaitable[Any]]:
-        """Async :meth:`saving`: the status check runs in a worker thread under asyncio."""
+        """Async :meth:`saving` (its test of the copy takes no I/O: no thread is needed)."""
 
         async def fetch_saved() -> Any:
             started = time.monotonic()
-            if self._saved_of(key) is not None:
-                try:
-                    asyncio.get_running_loop()
-                except RuntimeError:  # another event loop (trio): check in this thread
-                    saved = self._confirmed(key, scopes)
-                else:
-                    saved = await asyncio.to_thread(self._confirmed, key, scopes)
-                if saved is not _NONE:
-                    self._took = time.monotonic() - started
-                    return saved
+            saved = self._confirmed(key, lately=not confirmed)
+            if saved is not _NONE:
+                self._took = time.monotonic() - started
+                return saved
             started = time.monotonic()
             value = await fetch()
             self._keep(key, scopes, value, started)
@@ -286,18 +314,17 @@ class Freshness:
         with self._lock:
             return self._saved.get(key)
 
-    def _confirmed(self, key: Hashable, scopes: tuple[Hashable, ...]) -> Any:
-        """The copy of ``key`` if the API's answer is still what it was when it was fetched,
-        else :data:`_NONE`. That holds when every write covering the read still has its
-        documents pending at some moment after the copy's fetch began: a pending document is
-        in no answer yet. A status check proves it, made only when the ledger pays for it."""
+    def _covering(self, key: Hashable) -> tuple[_Tenant, list[_Wait], _Saved] | None:
+        """The copy of ``key``, its tenant and the waits of the writes covering it, when a
+        status check can vouch for the copy: every covering write is this process's own and of
+        one tenant (another process's write, or several tenants: the read fetches)."""
         with self._lock:
             self._prune_locked()
             saved = self._saved.get(key)
             if saved is None:
-                return _NONE
+                return None
             if self.shared is not None and self.shared.foreign(saved.scopes):
-                return _NONE  # another process's write settles it too: its documents are unknown
+                return None  # another process's write settles it too: its documents are unknown
             covering = [
                 (tenant, wait)
                 for tenant in self._tenants.values()
@@ -305,22 +332,26 @@ class Freshness:
                 if wait.scopes & saved.scopes
             ]
         tenants = {id(tenant): tenant for tenant, _ in covering}
-        if len(tenants) != 1:  # another process's write only, or several tenants: fetch
-            return _NONE
-        tenant = next(iter(tenants.values()))
-        waits = [wait for _, wait in covering]
-        with tenant.round:
-            if self._vouched(waits, saved):
-                return saved.value  # a check made since the copy's fetch, and recent enough
-            if not self.ledger.take(self.memory.refreshing):
-                return _NONE  # no credit: fetch, as an uncached client does
-            self._round(tenant, waits)
-            return saved.value if self._vouched(waits, saved, fresh=False) else _NONE
+        if len(tenants) != 1:
+            return None
+        return next(iter(tenants.values())), [wait for _, wait in covering], saved
 
-    def _vouched(self, waits: list[_Wait], saved: _Saved, fresh: bool = True) -> bool:
-        """Whether every wait was confirmed since ``saved`` was fetched (and, with ``fresh``,
+    def _confirmed(self, key: Hashable, lately: bool = True) -> Any:
+        """The copy of ``key`` if the API's answer is still what it was when it was fetched,
+        else :data:`_NONE`. That holds when every write covering the read still had its
+        documents pending at a moment after the copy's fetch began, lately (a pending document
+        is in no answer yet): a status check (:meth:`confirm`) proves it. ``lately=False``:
+        the check was made for this read, however long it took."""
+        covering = self._covering(key)
+        if covering is None:
+            return _NONE
+        _, waits, saved = covering
+        return saved.value if self._vouched(waits, saved, lately) else _NONE
+
+    def _vouched(self, waits: list[_Wait], saved: _Saved, lately: bool = True) -> bool:
+        """Whether every wait was confirmed since ``saved`` was fetched (and, with ``lately``,
         less than ``fresh_for`` ago: a confirmation older than that proves nothing now)."""
-        since = time.monotonic() - self.fresh_for if fresh else -math.inf
+        since = time.monotonic() - self.fresh_for if lately else -math.inf
         return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
 
     # -- one status round ----------------------------------------------------------------------
