@@ -103,6 +103,26 @@ async def test_the_read_a_check_finds_indexed_is_cached_as_usual_afterwards(
     assert sdk.reads(emulator) == reads + 1
 
 
+async def test_a_write_indexed_before_a_younger_one_shows_while_the_younger_is_pending(
+    sdk: Sdk, mode: str, emulator: EmulatorServer
+) -> None:
+    cached = wm_middleware.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.2)
+    for _ in range(3):
+        await done(sdk.search(cached))  # one fetch, two hits: credits for status checks
+    emulator.set_indexing_delay(0.3)
+    await done(sdk.add(cached, "The user likes espresso"))
+    emulator.set_indexing_delay(3600.0)
+    await done(sdk.add(cached, "The user likes kayaking"))
+    assert not mentions(await done(sdk.search(cached)), "espresso")  # both pending
+    await asyncio.sleep(0.5)  # the first is indexed, the second never is
+    answer = await done(sdk.search(cached))
+    # The copy fetched before the first write was indexed no longer answers, though the second
+    # write's documents are still pending.
+    assert mentions(answer, "espresso")
+    assert not mentions(answer, "kayaking")
+    assert sdk.status_checks(emulator) >= 1
+
+
 async def shows(sdk: Sdk, client: Any, fact: str) -> None:
     """Search with ``client`` until an answer mentions ``fact`` (bounded: 400 tries 10 ms apart,
     a guard, not a measurement)."""

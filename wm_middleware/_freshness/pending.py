@@ -216,7 +216,9 @@ class Freshness:
                 return False  # another read's check confirmed it meanwhile (and lately)
             if not self.ledger.take(self.memory.refreshing):
                 return False  # no credit: the read fetches, as an uncached client does
+            started = time.monotonic()
             self._round(tenant, waits)
+            self._took = time.monotonic() - started  # what the confirmed copy's life loses
             return self._vouched(waits, saved, lately=False)
 
     def saving(
@@ -231,10 +233,8 @@ class Freshness:
         documents still pending, else fetched and kept."""
 
         def fetch_saved() -> Any:
-            started = time.monotonic()
             saved = self._confirmed(key, lately=not confirmed)
             if saved is not _NONE:
-                self._took = time.monotonic() - started
                 return saved
             started = time.monotonic()
             value = fetch()
@@ -253,10 +253,8 @@ class Freshness:
         """Async :meth:`saving` (its test of the copy takes no I/O: no thread is needed)."""
 
         async def fetch_saved() -> Any:
-            started = time.monotonic()
             saved = self._confirmed(key, lately=not confirmed)
             if saved is not _NONE:
-                self._took = time.monotonic() - started
                 return saved
             started = time.monotonic()
             value = await fetch()
@@ -383,6 +381,9 @@ class Freshness:
                 elif wait.remaining & statuses.keys():
                     wait.confirmed = started  # every document asked about is still pending
             tenant.waits = [w for w in tenant.waits if w.remaining]
+            for wait in ended:  # every copy of its scopes was fetched before it was indexed
+                for key in [k for k, s in self._saved.items() if s.scopes & wait.scopes]:
+                    del self._saved[key]
         for wait in ended:
             wait.settle.end()  # drops the scopes here and in the shared tier
             if self.shared is not None:
