@@ -443,7 +443,7 @@ class Settings:
                 values[option.field] = getattr(memory, option.field)
                 continue
             values[option.field] = option.value(argument, environ)
-        _secret_for_a_url(values, arguments.get("shared_secret"))
+        _secret_for_a_url(values, arguments.get("shared_secret"), environ)
         settings = cls(**values)
         settings._check_together(memory is None)
         return settings
@@ -479,12 +479,22 @@ class Settings:
         ]
 
 
-def _secret_for_a_url(values: dict[str, Any], argument: object) -> None:
+def _secret_for_a_url(values: dict[str, Any], argument: object, environ: Mapping[str, str]) -> None:
     """``shared_secret`` is for the ``RedisTier`` the settings make from a URL: beside a ready-made
     tier (``shared=`` or the given memory's) or no tier, an argument would be silently ignored,
-    and the variable is not used (that tier has its own secret, or none)."""
+    and the variable is not used (that tier has its own secret, or none).
+
+    For that URL's tier, the variable set but blank (``WM_MIDDLEWARE_SHARED_SECRET=$UNSET``) is
+    refused rather than read as unset, as other blank variables are: that would leave the tier's
+    entries unauthenticated while its operator believes them authenticated."""
     tier = values["shared"]
     if isinstance(tier, str):
+        blank = SHARED_SECRET in environ and not environ[SHARED_SECRET].strip()
+        if argument is None and blank:
+            raise ValueError(
+                f"{SHARED_SECRET} is set but blank: set it to the shared tier's secret, or "
+                "unset it to run the tier without one"
+            )
         return
     if argument is not None:
         if tier is None:

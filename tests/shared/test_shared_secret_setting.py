@@ -156,6 +156,18 @@ def test_a_secret_that_would_be_ignored_or_is_empty_is_refused_naming_it(
     assert not WorkingMemoryInstrumentor().is_instrumented_by_opentelemetry
 
 
+@pytest.mark.parametrize("blank", ["", "  "])
+def test_a_blank_secret_variable_is_refused_for_a_shared_url(redis_url: str, blank: str) -> None:
+    """Set but blank (``WM_MIDDLEWARE_SHARED_SECRET=$UNSET``): refused, not read as no secret,
+    which would leave the tier unauthenticated; beside a ready-made tier it is not used."""
+    with pytest.raises(ValueError, match=f"{SHARED_SECRET} is set but blank"):
+        Settings.resolve({"shared": redis_url}, {SHARED_SECRET: blank})
+    with pytest.raises(ValueError, match=f"{SHARED_SECRET} is set but blank"):
+        Settings.resolve({}, {SHARED_URL: redis_url, SHARED_SECRET: blank})
+    assert Settings.resolve({"shared": redis_url, "shared_secret": SECRET}, {SHARED_SECRET: blank})
+    assert Settings.resolve({}, {SHARED_SECRET: blank}).shared_secret is None
+
+
 def test_the_variable_is_not_used_beside_a_ready_made_tier(
     redis_url: str, env: pytest.MonkeyPatch
 ) -> None:
