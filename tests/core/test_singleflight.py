@@ -292,6 +292,31 @@ async def test_no_inflight_entries_leak_after_success_error_or_cancellation() ->
     assert wm.stats().inflight == 0
 
 
+class Stopped(BaseException):
+    """Not an ``Exception``, not a cancellation: what a fetch may raise (gevent's, trio's)."""
+
+
+async def test_a_base_exception_of_an_async_fetch_reaches_every_caller_once() -> None:
+    """Uncached, each caller's own fetch would raise it: it reaches each of them, from the one
+    fetch they shared, and is not retried (it used to restart the flight for ever)."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    calls = 0
+
+    async def fetch() -> str:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0.01)
+        if calls > 1:
+            return "fetched again"  # the old behaviour, which the assertion below refuses
+        raise Stopped
+
+    callers = [wm.asearch("q", fetch) for _ in range(3)]
+    results = await asyncio.wait_for(asyncio.gather(*callers, return_exceptions=True), 30)
+    assert [type(result) for result in results] == [Stopped] * 3
+    assert calls == 1
+    assert await wm.asearch("q", fetch) == "fetched again"  # nothing was cached
+
+
 def test_keyboard_interrupt_in_the_leader_makes_waiters_start_again() -> None:
     wm: WorkingMemory[str] = WorkingMemory()
     interrupted = Held(error=KeyboardInterrupt())

@@ -448,10 +448,16 @@ class Group:
 
     # -- leading -------------------------------------------------------------------------------
     @contextlib.contextmanager
-    def _leading(self, flight: Flight) -> Iterator[None]:
+    def _leading(self, flight: Flight, in_task: bool = False) -> Iterator[None]:
         """Mark the context as leading ``flight``, and end it on an exception: its error for the
         waiters, or cancelled (KeyboardInterrupt, a cancelled task: not the waiters' failure;
-        they start again)."""
+        they start again).
+
+        ``in_task``: the flight's own asyncio task, which every caller waits for. There any
+        other ``BaseException`` out of the fetch is its outcome for all of them, as each one's
+        own fetch would have raised it uncached (they would start it again for ever otherwise);
+        it leaves the task only if it is ``KeyboardInterrupt`` or ``SystemExit``.
+        """
         token = _LEADING.set((*_LEADING.get(), flight))
         try:
             yield
@@ -463,9 +469,13 @@ class Group:
         except Exception as error:
             self._end(flight, None, error)
             raise
-        except BaseException:
-            self._end(flight, None, None, cancelled=True)
-            raise
+        except BaseException as error:
+            if not in_task or isinstance(error, sys.modules["asyncio"].CancelledError):
+                self._end(flight, None, None, cancelled=True)
+                raise
+            self._end(flight, None, error)
+            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+                raise
         finally:
             _LEADING.reset(token)
 
@@ -499,7 +509,7 @@ class Group:
     async def _arun(self, flight: Flight, lead: AsyncLead, count: bool) -> None:
         # A task of its own, in a copy of the leader's context: the mark stays in it and in its
         # children. Its error reaches the waiters through the flight, not through the task.
-        with contextlib.suppress(Exception), self._leading(flight):
+        with contextlib.suppress(Exception), self._leading(flight, in_task=True):
             self._end(flight, await lead(flight, count))
 
     # -- sync callers --------------------------------------------------------------------------
