@@ -12,7 +12,7 @@ import redis
 from tests.shared.servers import Server, server_binary
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import Sdk, wait_until
+from .conftest import Sdk, mentions, wait_until
 from .fleet_worker import serve
 
 SPAWN = multiprocessing.get_context("spawn")
@@ -106,3 +106,85 @@ def test_a_process_knows_which_settles_are_another_processes(valkey: Server) -> 
         mine.end([scope])
         wait_until(lambda: theirs.deadline([scope]) is None)
         assert not theirs.foreign([scope])
+
+
+def _two_processes_following_writes(
+    sdk: Sdk, emulator: EmulatorServer, tiers: list[Any], tags: list[str]
+) -> list[Any]:
+    """A client per tier (as two processes would have), each with a write of its own pending
+    and a copy fetched since, expired now (settle_interval 0.4 s: a copy lives 0.3 s)."""
+    import time
+
+    import wm_middleware
+
+    emulator.set_indexing_delay(3600.0)
+    clients = [
+        wm_middleware.wrap(sdk.client("sync", emulator.base_url), shared=tier, settle_interval=0.4)
+        for tier in tiers
+    ]
+    for client, tag in zip(clients, tags, strict=True):
+        for _ in range(3):
+            sdk.search(client, tag)  # a fetch, then hits: credits for status checks
+        sdk.add(client, f"The {tag} likes espresso", tag)
+        sdk.search(client, tag)  # fetched while the write is pending: the copy
+    time.sleep(0.35)
+    return clients
+
+
+@pytest.mark.parametrize("secret", [None, "s3cret"])
+def test_a_tenants_status_round_is_made_once_for_the_fleet(
+    sdk: Sdk, emulator: EmulatorServer, valkey: Server, secret: str | None
+) -> None:
+    """Two processes of one tenant, each following a write to its own container tag: the
+    first read to need a status check makes it, under the tenant's lease, and shares the
+    processing list; the other process's read is confirmed by it without a request."""
+    from wm_middleware import RedisTier
+
+    if sdk.major != "3":
+        pytest.skip("5.x has no tenant-wide processing list: each asks about its own document")
+    namespace = f"round{secret is not None}"
+    tags = ["user-a", "user-b"]
+    with (
+        RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as one,
+        RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as two,
+    ):
+        clients = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        reads, checks = sdk.reads(emulator), sdk.status_checks(emulator)
+        for client, tag in zip(clients, tags, strict=True):
+            assert not mentions(sdk.search(client, tag), "espresso")  # still pending
+        assert sdk.status_checks(emulator) == checks + 1  # one processing list for both
+        assert sdk.reads(emulator) == reads  # both reads answered by their copies
+
+
+def test_a_status_round_not_sealed_under_the_secret_is_ignored(
+    sdk: Sdk, emulator: EmulatorServer, valkey: Server
+) -> None:
+    """A Redis writer without the secret stores a round saying nothing is processing any more:
+    a process that believed it would end its settle; it ignores it and keeps following."""
+    import json
+    import time
+
+    from wm_middleware import RedisTier
+
+    if sdk.major != "3":
+        pytest.skip("5.x has no tenant-wide processing list: no round is shared")
+    raw = redis.Redis(host="127.0.0.1", port=valkey.port)
+    settling = "forged:v1:{t:forged}:settling"
+    tags = ["user-a", "user-b"]
+    with (
+        RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as one,
+        RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as two,
+    ):
+        clients = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        sdk.search(clients[0], tags[0])  # the round, stored sealed
+        (key,) = raw.keys("forged:v1:*:poll")
+        forged = {"at": time.time() + 60, "statuses": {}}
+        raw.set(key, json.dumps(forged), px=60_000)
+        raw.delete(key + b":lease")
+
+        def second_settles() -> bool:
+            return any(b'"user-b"' in scope for scope in raw.hgetall(settling))
+
+        assert second_settles()
+        assert not mentions(sdk.search(clients[1], tags[1]), "espresso")
+        assert second_settles()  # the forged round did not end the second write's settle

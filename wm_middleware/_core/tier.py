@@ -86,6 +86,15 @@ class SettleBoard(Protocol):
         known here: nothing can confirm a copy of the scope in this process)."""
         ...
 
+    def status_round(
+        self, scopes: Iterable[Hashable], since: float, seconds: float, ask: Callable[[], Any]
+    ) -> tuple[Any, float] | None:
+        """One status round for the tenant of ``scopes`` for the whole fleet: another
+        process's result begun after ``since`` (epoch seconds), or ``ask()`` here under the
+        tenant's lease, shared for ``seconds``; with when its request began (epoch seconds).
+        ``None``: another process makes it now, or ``ask`` failed (returned ``None``)."""
+        ...
+
 
 @runtime_checkable
 class SharedTier(Protocol):

@@ -217,7 +217,7 @@ class Freshness:
             if not self.ledger.take(self.memory.refreshing):
                 return False  # no credit: the read fetches, as an uncached client does
             started = time.monotonic()
-            self._round(tenant, waits)
+            self._round(tenant, waits, saved)
             self._took = time.monotonic() - started  # what the confirmed copy's life loses
             return self._vouched(waits, saved, lately=False)
 
@@ -353,21 +353,23 @@ class Freshness:
         return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
 
     # -- one status round ----------------------------------------------------------------------
-    def _round(self, tenant: _Tenant, waits: list[_Wait]) -> None:
-        """One status request about ``waits``' documents (one credit: one request); end the
-        waits whose documents have all finished and mark the others confirmed."""
-        started = time.monotonic()
+    def _round(self, tenant: _Tenant, waits: list[_Wait], saved: _Saved) -> None:
+        """One status request about ``waits``' documents (one credit: one request at most); end
+        the waits whose documents have all finished and mark the others confirmed."""
         with self._lock:
             asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
         if not asked:
             return
+        scopes = frozenset().union(*(wait.scopes for wait in waits))
+        fleet = _Fleet(self.shared, scopes, saved.fetched, self.fresh_for)
         try:
-            statuses = _ask(self.checks, tenant, asked)
+            answer = _ask(self.checks, tenant, asked, fleet)
         except Exception:  # a surprise never reaches the read: it fetches
             logger.debug("wm_middleware: a status check failed", exc_info=True)
-            statuses = None
-        if statuses is None:
+            answer = None
+        if answer is None:
             return
+        statuses, started = answer
         ended: list[_Wait] = []
         finished = {ident for ident, status in statuses.items() if status in FINISHED}
         with self._lock:
@@ -403,37 +405,71 @@ class Freshness:
             self._saved.clear()
 
 
-def _ask(checks: StatusChecks, tenant: _Tenant, asked: list[_Doc]) -> dict[str, str] | None:
-    """Statuses of ``asked`` from one request; ``None`` when the request failed.
+class _Fleet:
+    """Where a 3.x processing list is asked for: through the shared tier's status round for
+    the tenant (one request a round for the whole fleet), or here when there is no such tier."""
 
-    3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x
-    API without that list: the oldest document asked about (documents are indexed roughly
-    in order: while it is pending the younger ones are too, most likely). A document that
-    answers 404 is pending (deleted, or not known yet where the API looked): ``settle_max``
-    bounds it."""
+    def __init__(
+        self, board: Any, scopes: frozenset[Hashable], since: float, seconds: float
+    ) -> None:
+        self.board = board
+        self.scopes = scopes
+        self.since = since  # monotonic: when the copy to confirm was fetched
+        self.seconds = seconds
+
+    def listed(self, ask: Callable[[], Any]) -> tuple[Any, float] | None:
+        """``ask()``'s answer (or the fleet's), with when its request began (monotonic)."""
+        if self.board is None:
+            began = time.monotonic()
+            got = ask()
+            return None if got is None else (got, began)
+        offset = time.time() - time.monotonic()  # monotonic -> epoch, for the other processes
+        got = self.board.status_round(self.scopes, self.since + offset, self.seconds, ask)
+        return None if got is None else (got[0], got[1] - offset)
+
+
+def _ask(
+    checks: StatusChecks, tenant: _Tenant, asked: list[_Doc], fleet: _Fleet
+) -> tuple[dict[str, str], float] | None:
+    """Statuses of ``asked`` from one request, and when it began (monotonic); ``None`` when the
+    request failed.
+
+    3.x: the processing list (a document it no longer lists is finished), one for the tenant
+    across the fleet when a shared tier carries the round. 5.x, and a 3.x API without that
+    list: the oldest document asked about (documents are indexed roughly in order: while it is
+    pending the younger ones are too, most likely). A document that answers 404 is pending
+    (deleted, or not known yet where the API looked): ``settle_max`` bounds it."""
     links = [doc.link for doc in asked if doc.link is not None]
     if tenant.generation == 3 and not tenant.per_document:
         route = LIST_PROCESSING
-        got = checks.get(tenant.base_url, tenant.headers, route.template, route.operation, links)
-        if got is NOT_FOUND:
+
+        def processing() -> Any:
+            got = checks.get(
+                tenant.base_url, tenant.headers, route.template, route.operation, links
+            )
+            if got is None or got is NOT_FOUND:
+                return got
+            documents = field_of(got, "documents") or ()
+            return {str(field_of(d, "id")): str(field_of(d, "status")) for d in documents}
+
+        answer = fleet.listed(processing)
+        if answer is None:
+            return None
+        listed, began = answer
+        if listed is NOT_FOUND:
             tenant.per_document = True  # the next round asks about a document
             return None
-        if got is None:
-            return None
-        listed = {
-            str(field_of(d, "id")): str(field_of(d, "status"))
-            for d in field_of(got, "documents") or ()
-        }
-        return {doc.id: listed.get(doc.id, "done") for doc in asked}
+        return {doc.id: listed.get(doc.id, "done") for doc in asked}, began
     oldest = asked[0]
     path = document_path(tenant.generation, oldest.id, oldest.namespace)
+    began = time.monotonic()
     got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
     if got is None:
         return None
     status = "unknown" if got is NOT_FOUND else status_of(got)
     if status in FINISHED:
-        return {oldest.id: status}
-    return {doc.id: status for doc in asked}  # the younger ones are pending too
+        return {oldest.id: status}, began
+    return {doc.id: status for doc in asked}, began  # the younger ones are pending too
 
 
 def _shared_settling(memory: WorkingMemory[Any]) -> Any:

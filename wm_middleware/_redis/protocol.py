@@ -118,6 +118,32 @@ class Layout:
         """The prefix of a tenant's generation-token keys (``g:all``, ``g:k:..``, ``g:s:..``)."""
         return f"{self.prefix}{{t:{tenant}}}:g:"
 
+    def poll(self, tenant: str) -> tuple[str, str]:
+        """A tenant's fleet-wide status round: the key of its last result, and the key of the
+        lease of the process making the next one (one hash slot: the tenant's)."""
+        result = f"{self.prefix}{{t:{tenant}}}:poll"
+        return result, f"{result}:lease"
+
+    def seal(self, key: str, payload: bytes) -> bytes:
+        """``payload`` as stored at ``key``: after its MAC under the secret (a key derived for
+        this one purpose) when the tier has one, so a Redis writer without it cannot forge a
+        status round; as it is without one."""
+        if self._secret is None:
+            return payload
+        return b"%s %s" % (self._round_mac(key, payload), payload)
+
+    def unsealed(self, key: str, stored: bytes) -> bytes | None:
+        """What :meth:`seal` stored at ``key``, or ``None`` when its MAC does not verify."""
+        if self._secret is None:
+            return stored
+        mac, _, payload = stored.partition(b" ")
+        return payload if hmac.compare_digest(mac, self._round_mac(key, payload)) else None
+
+    def _round_mac(self, key: str, payload: bytes) -> bytes:
+        assert self._secret is not None
+        round_key = hmac.digest(self._secret, b"wm_middleware shared-tier status MAC v1", "sha256")
+        return hmac.digest(round_key, b"%s\n%s" % (key.encode(), payload), "sha256").hex().encode()
+
     def plan(self, key: Hashable, scopes: tuple[Hashable, ...], ttl: float) -> Plan | None:
         """The keys of one load, or None when it cannot be shared (a key no other process could
         spell, or a ttl that is not a positive finite number)."""

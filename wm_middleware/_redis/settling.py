@@ -16,6 +16,10 @@ keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced, th
   knows which settles are another's: it never confirms a copy for a scope another process's
   write settles (it does not know those documents), it fetches. What a reload reads from the
   hash counts as another's.
+* **Rounds.** Under SDK 3.x one status request (the tenant's processing list) answers for every
+  document of the tenant: :meth:`SharedSettling.status_round` makes it once for the fleet per
+  round, under the tenant's lease, and stores it (sealed under the tier's secret, if any) for
+  the other processes following writes of that tenant.
 * **Use.** A process caps the ttl of what it fetches for a settling scope (L1 and the shared
   entry) and says so on the read's span. The end of a settle needs nothing more here: the
   writer's invalidation reaches every L1 through the tier's own channel.
@@ -54,6 +58,7 @@ class SharedSettling:
     """
 
     def __init__(self, layout: Layout, send: Callable[[Run], Any]) -> None:
+        self._layout = layout
         self.key = layout.settling
         self.channel = layout.settling_channel
         self._send = send
@@ -63,6 +68,7 @@ class SharedSettling:
         self._pid = -1
         self._token = ""
         self.loaded = threading.Event()  # the hash was read since the last (re)subscription
+        self._warned = False  # a status round that failed its MAC was logged
 
     # -- what freshness calls ----------------------------------------------------------------
     def begin(self, scopes: Iterable[Hashable], seconds: float) -> None:
@@ -99,6 +105,58 @@ class SharedSettling:
             return False
         origin = self.origin
         return any(by != origin for by, _ in self._covering(scopes))
+
+    def status_round(
+        self, scopes: Iterable[Hashable], since: float, seconds: float, ask: Callable[[], Any]
+    ) -> tuple[Any, float] | None:
+        """One status round for the tenant of ``scopes``, made once for the whole fleet.
+
+        The result another process stored for the tenant, if its request began after ``since``
+        (epoch seconds: when the copy it is to confirm was fetched); else, under the tenant's
+        lease (held ``seconds``), ``ask()`` here, its result (a dict of document statuses)
+        stored for ``seconds`` for the other processes. Returns the result with when its
+        request began (epoch seconds); ``None`` when another process is making the round now
+        (no request here this round: the read fetches, as an uncached one would) or ``ask``
+        failed. Without the tier (a Redis error), ``ask()`` as one process would.
+        """
+        tenant = next((t for t in map(self._layout.tenant, scopes) if t is not None), None)
+        if tenant is None:
+            return _asked(ask)
+        key, lease = self._layout.poll(tenant)
+        ms = max(int(seconds * 1000), 1)
+        try:
+            shared = self._shared_round(key, self._send(Run(("GET", key))))
+            if shared is not None and shared[1] >= since:
+                return shared
+            if not self._send(Run(("SET", lease, self.origin, "NX", "PX", ms))):
+                return None
+        except Exception:
+            logger.debug("wm_middleware: no shared status round", exc_info=True)
+            return _asked(ask)
+        asked = _asked(ask)
+        if asked is not None and isinstance(asked[0], dict):
+            payload = json.dumps({"at": asked[1], "statuses": asked[0]}).encode()
+            step = Run(("SET", key, self._layout.seal(key, payload), "PX", ms))
+            self._quietly(step, "share a status round")
+        return asked
+
+    def _shared_round(self, key: str, stored: Any) -> tuple[dict[str, str], float] | None:
+        """A round another process stored at ``key``: its statuses and when it began, or None
+        (none, unreadable, or not sealed under the tier's secret)."""
+        if not isinstance(stored, bytes):
+            return None
+        payload = self._layout.unsealed(key, stored)
+        if payload is None:
+            if not self._warned:  # once: a forger must not flood the log either
+                self._warned = True
+                logger.warning("wm_middleware: a shared status round failed its MAC; ignored")
+            return None
+        try:
+            data = json.loads(payload)
+            statuses = {str(k): str(v) for k, v in dict(data["statuses"]).items()}
+            return statuses, float(data["at"])
+        except Exception:
+            return None
 
     @property
     def origin(self) -> str:
@@ -205,6 +263,13 @@ class SharedSettling:
             self._send(step)
         except Exception:
             logger.debug("wm_middleware: could not %s", what, exc_info=True)
+
+
+def _asked(ask: Callable[[], Any]) -> tuple[Any, float] | None:
+    """``ask()`` with when it began (epoch seconds); None when it failed (returned None)."""
+    began = time.time()
+    got = ask()
+    return None if got is None else (got, began)
 
 
 def _pairs(fields: Any) -> list[tuple[bytes, bytes]]:
