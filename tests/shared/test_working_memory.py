@@ -39,6 +39,20 @@ def test_a_shared_hit_fills_the_local_memory(redis_url: str) -> None:
     assert memory.has("prefs")
 
 
+def test_a_shared_hit_lives_in_the_local_memory_no_longer_than_its_shared_entry(
+    redis_url: str,
+) -> None:
+    """An entry lives ``ttl`` from its fetch, whichever process holds it: one taken from Redis
+    late in its life is kept locally for what is left of it, not for another ``ttl``."""
+    memory: WorkingMemory[Any] = WorkingMemory(shared=patient_tier(redis_url), ttl=2.0)
+    wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
+    WorkingMemory(shared=patient_tier(redis_url), ttl=2.0).search("prefs", lambda: "first")
+    time.sleep(1.2)  # the shared entry has at most 0.8 s left
+    assert memory.search("prefs", lambda: "second") == "first"  # a shared hit
+    time.sleep(1.2)  # past the shared entry's end, within a fresh ttl from the shared hit
+    assert memory.search("prefs", lambda: "third") == "third"
+
+
 @pytest.mark.parametrize(
     "invalidate",
     [

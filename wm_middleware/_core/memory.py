@@ -289,8 +289,11 @@ class _Leader:
         kept = self.copied(result.value) if result.keep_local else None
         with self.flights.committing(flight) as current, self.lock:
             if current and result.keep_local:
-                # Capped again: a fetch that began before a settle must not outlive it.
+                # Capped again: a fetch that began before a settle must not outlive it, nor a
+                # copy of a shared entry that entry.
                 ttl = self.settling.cap(plan.key, plan.scopes, plan.ttl)
+                if result.left is not None:
+                    ttl = min(ttl, max(result.left, 0.001))
                 self.store.put(plan.key, kept, ttl, plan.scopes, self.clock())
             elif plan.refresh:
                 self.store.rearm(plan.key, self.clock())

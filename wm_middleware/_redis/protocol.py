@@ -512,7 +512,10 @@ class Load:
         waited = self._waiting_until is not None
         if not waited:
             self.ledger.report("hit", self._started)
-        return Done(TierResult(value, "shared_wait" if waited else "shared_hit", self.trusted()))
+        left = _left(header)
+        if waited:
+            return Done(TierResult(value, "shared_wait", self.trusted(), left))
+        return Done(TierResult(value, "shared_hit", self.trusted(), left))
 
     def _refuse(self, header: bytes) -> Action:
         """Ask again past this entry (its exact header bytes), or, for a second refused entry,
@@ -628,6 +631,14 @@ class Values:
         if self._mac_key is None:
             return b"%s\n%s" % (header, payload)
         return b"%s %s\n%s" % (header, _mac(self._mac_key, entry, header, payload), payload)
+
+
+def _left(header: bytes) -> float | None:
+    """Seconds an entry with ``header`` has left (its expiry, epoch ms, is the third field)."""
+    try:
+        return int(header.split(b" ")[2]) / 1000 - time.time()
+    except (IndexError, ValueError):
+        return None
 
 
 def mac_key(secret: bytes) -> bytes:
