@@ -167,20 +167,13 @@ class TierResult:
     __slots__ = ("keep_local", "left", "outcome", "value")
 
     def __init__(
-        self,
-        value: Any,
-        outcome: TierOutcome,
-        keep_local: bool = True,
-        left: float | None = None,
+        self, value: Any, outcome: TierOutcome, keep_local: bool = True, left: float | None = None
     ) -> None:
-        self.value = value
-        self.outcome = outcome
-        # False while the tier cannot promise to deliver invalidations to this process (its
-        # subscriber is not confirmed): the value is returned to the callers but not kept in L1.
-        self.keep_local = keep_local
-        # Seconds the shared entry had left when it was read (None: fetched here, or unknown):
-        # an L1 copy of it lives no longer.
-        self.left = left
+        # keep_local: False while the tier cannot promise to deliver invalidations to this
+        # process (its subscriber is not confirmed): the value reaches the callers, not L1.
+        # left: seconds the shared entry had left when it was read (None: fetched here, or
+        # unknown); an L1 copy of it lives no longer.
+        self.value, self.outcome, self.keep_local, self.left = value, outcome, keep_local, left
 
     def __repr__(self) -> str:
         return f"TierResult(outcome={self.outcome!r}, keep_local={self.keep_local})"
