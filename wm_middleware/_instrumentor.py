@@ -10,8 +10,10 @@ the new settings take effect for every client, with a new working memory; an ide
 changes nothing and logs nothing.
 
 Start-up cost. Until the application imports a client library, ``instrument()`` only resolves
-the settings, makes the working memory and registers post-import hooks: the runtime, with its
-telemetry (OpenTelemetry's API) and wrapt, is made when the first adapter loads. The
+the settings, makes the working memory and registers post-import hooks; wrapt is imported when
+the first adapter loads. The runtime, with its telemetry and freshness modules (and
+OpenTelemetry's API), is made by the first patched call (:class:`RuntimeOnFirstCall`), or at
+once when the application handed over providers or imported OpenTelemetry already. The
 ``opentelemetry-instrument`` loader's :class:`~wm_middleware._loader.WorkingMemoryInstrumentor`
 drives the same :data:`INSTRUMENTATION`; only the loader and an application asking for that
 name import it, and with it OpenTelemetry's instrumentation package.
@@ -45,7 +47,15 @@ if TYPE_CHECKING:
     P = ParamSpec("P")
     R = TypeVar("R")
 
-__all__ = ["INSTRUMENTATION", "Instrumentation", "Request", "instrument", "uninstrument", "wrap"]
+__all__ = [
+    "INSTRUMENTATION",
+    "Instrumentation",
+    "Request",
+    "RuntimeOnFirstCall",
+    "instrument",
+    "uninstrument",
+    "wrap",
+]
 
 
 _SETTING_NAMES = frozenset(option.field for option in OPTIONS)
@@ -112,6 +122,30 @@ def _runtime(
         settle_max=settings.settle_max,
         semantic=settings.semantic,
     )
+
+
+class RuntimeOnFirstCall:
+    """``runtime()``: the runtime of one ``instrument()``, made at the first call, the same after.
+
+    What the patches call at each call they handle: nothing before the first one needs the
+    runtime. Made once, also when threads race for it; then a call reads one attribute.
+    """
+
+    __slots__ = ("_lock", "_made", "_make")
+
+    def __init__(self, make: Callable[[], Runtime]) -> None:
+        self._make = make
+        self._made: Runtime | None = None
+        self._lock = threading.Lock()
+
+    def __call__(self) -> Runtime:
+        made = self._made
+        if made is None:
+            with self._lock:
+                made = self._made
+                if made is None:
+                    made = self._made = self._make()
+        return made
 
 
 def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:
@@ -184,7 +218,7 @@ class Instrumentation:
         self.lock = threading.RLock()
         self.request: Request | None = None  # None: not instrumented
         self.memory: WorkingMemory[Any] | None = None
-        self._runtime: Runtime | None = None  # made on first need (see runtime())
+        self._runtime: RuntimeOnFirstCall | None = None  # made on first need (see runtime())
         self._table: PatchTable | None = None
 
     @property
@@ -192,19 +226,9 @@ class Instrumentation:
         return self.request is not None
 
     def runtime(self) -> Runtime | None:
-        """The active runtime, made now if no adapter has needed it yet; ``None`` when inactive."""
+        """The active runtime, made now if no patched call needed it yet; ``None`` when inactive."""
         with self.lock:
-            return None if self.request is None else self._made_runtime()
-
-    def _made_runtime(self) -> Runtime:
-        if self._runtime is None:
-            request, memory = self.request, self.memory
-            assert request is not None  # called while active
-            assert memory is not None
-            self._runtime = _runtime(
-                memory, request.settings, request.tracer_provider, request.meter_provider
-            )
-        return self._runtime
+            return None if self._runtime is None else self._runtime()
 
     def start(self, request: Request) -> WorkingMemory[Any]:
         """Instrument as ``request`` says, replacing an active instrumentation that differs."""
@@ -222,10 +246,15 @@ class Instrumentation:
             settings = request.settings
             self.memory = memory = _memory(settings, request.working_memory)
             self.request = request
-            self._table = table = PatchTable(self._made_runtime, self.lock)
+            self._runtime = runtime = RuntimeOnFirstCall(
+                functools.partial(
+                    _runtime, memory, settings, request.tracer_provider, request.meter_provider
+                )
+            )
+            self._table = table = PatchTable(runtime, self.lock)
             table.apply(ADAPTERS, frozenset({"httpx"} if settings.httpx else ()))
             if _telemetry_in_use(request):
-                self._made_runtime()  # its metrics observe the memory from now on
+                runtime()  # its metrics observe the memory from now on
             _logs.debug(
                 "wm_middleware: %d attribute(s) patched, waiting for the import of %s",
                 table.applied,

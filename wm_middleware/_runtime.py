@@ -12,6 +12,10 @@ snapshot crosses a shared tier to other processes: as the API's JSON, never pick
 Nesting. Layers may stack: ``wrap(client)`` over ``instrument()``, or a model-level patch over a
 transport-level one. The outermost layer handles the call and marks the context; inner layers
 see the mark and pass the call straight through, so nothing is cached or traced twice.
+
+Start-up. The adapters import this module when ``instrument()`` patches an SDK, but need a
+:class:`Runtime` only at the first call they see: the freshness and telemetry modules, and
+OpenTelemetry's API with them, are imported by the first ``Runtime`` made, not with this module.
 """
 
 from __future__ import annotations
@@ -23,13 +27,12 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ._calls import Read, Write
 from ._core import MISSING, Loaded, WorkingMemory
-from ._freshness import Freshness
-from ._telemetry import ReadObservation, Telemetry
 
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
     from ._near.shadow import Shadow
+    from ._telemetry import ReadObservation, Telemetry
     from .semantic import SemanticReuse
 
 __all__ = ["Runtime", "handled_outside"]
@@ -136,6 +139,8 @@ class Runtime:
         settle_max: float = 60.0,
         semantic: SemanticReuse | None = None,
     ):
+        from ._freshness import Freshness  # see the module's docstring
+
         self.freshness = Freshness(
             memory, telemetry, enabled=freshness, interval=settle_interval, settle_max=settle_max
         )
@@ -490,6 +495,8 @@ def _hear_tier(memory: WorkingMemory[Any], telemetry: Telemetry) -> None:
     Replaces only an empty hook or one an earlier runtime set (a new ``instrument()`` over the
     same memory reports to the new telemetry); a hook of the application's own stays.
     """
+    from ._telemetry import Telemetry  # loaded already: ``telemetry`` is one
+
     tier = memory.shared
     if tier is None or not hasattr(tier, "on_operation"):
         return

@@ -139,9 +139,68 @@ def test_with_the_sdk_imported_first_instrument_loads_only_what_the_patch_needs(
         "import supermemory\n"
         f"print(json.dumps({loaded}))\n"
     )
-    assert "wm_middleware._runtime" in first  # the patch is in place: its runtime is made
+    assert "wm_middleware._adapters.sdk3" in first  # the patch is in place
     assert sorted(set(first) - set(later)) == []
     assert [name for name in first if name.startswith(NOT_FOR_PATCHING)] == []
+
+
+# What the patch of an SDK imported already leaves to the first patched call: the runtime's
+# freshness and telemetry modules, and OpenTelemetry's API with them (benchmarks/bench_startup.py).
+MADE_BY_THE_FIRST_CALL = (
+    "wm_middleware._freshness",
+    "wm_middleware._telemetry",
+    "opentelemetry.trace",
+    "opentelemetry.metrics",
+)
+
+
+def test_with_the_sdk_imported_first_the_first_call_makes_the_runtime_and_is_cached_and_traced(
+    two_searches: TwoSearches,
+) -> None:
+    # The tracer provider is set after instrument(), before the first call: the runtime made
+    # then traces through it, as one made by instrument() does through the global provider.
+    found = two_searches(
+        f"later = {list(MADE_BY_THE_FIRST_CALL)!r}\n"
+        "loaded = lambda names: [name for name in names if name in sys.modules]\n"
+        "import supermemory\n"
+        "memory = wm_middleware.instrument()\n"
+        "deferred = loaded(later)\n"
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider, export\n"
+        "from opentelemetry.sdk.trace.export import in_memory_span_exporter\n"
+        "exporter = in_memory_span_exporter.InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(export.SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "runtime = loaded(later[:2])\n",
+        "spans = exporter.get_finished_spans()\n"
+        "results = [span.attributes.get('wm.cache.result') for span in spans]\n"
+        "stats = memory.stats()\n"
+        "wm_middleware.uninstrument()\n"
+        "import wrapt\n"
+        "left = [\n"
+        "    name for module in list(sys.modules.values())\n"
+        "    if getattr(module, '__name__', '').startswith('supermemory')\n"
+        "    for name, value in vars(module).items() if isinstance(value, type)\n"
+        "    for name, attribute in vars(value).items()\n"
+        "    if isinstance(attribute, wrapt.FunctionWrapper)\n"
+        "]\n"
+        "print(json.dumps({'deferred': deferred, 'runtime': runtime, 'results': results,\n"
+        "                  'hits': stats.hits, 'misses': stats.misses, 'left': left,\n"
+        "                  'made': loaded(later)}))\n",
+    )
+    assert found == (
+        {
+            "deferred": [],  # instrument() put the patches in place and made no runtime
+            "runtime": [],  # nor did setting up tracing
+            "results": ["miss", "hit"],
+            "hits": 1,
+            "misses": 1,
+            "left": [],  # uninstrument() put every original back
+            "made": list(MADE_BY_THE_FIRST_CALL),
+        },
+        1,
+    )
 
 
 # Standard-library modules that cost an application tens of milliseconds of start-up, which

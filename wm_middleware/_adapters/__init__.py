@@ -2,9 +2,11 @@
 
 An adapter module exposes:
 
-* ``patches(runtime) -> list[Patch]``: wrapt wrappers closing over a
-  :class:`~wm_middleware._runtime.Runtime`. It must not raise when the library is missing or of
-  an unknown version: it returns only what it recognises;
+* ``patches(runtime) -> list[Patch]``: wrapt wrappers closing over ``runtime``, a function that
+  returns the :class:`~wm_middleware._runtime.Runtime` a call runs on; a wrapper calls it for
+  each call it handles, and the first such call makes the runtime (see :class:`PatchTable`). It
+  must not raise when the library is missing or of an unknown version: it returns only what it
+  recognises;
 * ``wrap(client, runtime) -> object | None``: a client-like copy whose reads go through
   ``runtime`` and whose writes invalidate, leaving ``client`` untouched; ``None`` when ``client``
   is not of this family.
@@ -122,9 +124,12 @@ class PatchTable:
 
     :meth:`apply` patches every adapter whose library is imported and hooks the import of the
     others; :meth:`revert` puts every original back by identity and drops the pending hooks.
-    ``runtime`` is called when the first adapter loads (until a client library is imported,
-    nothing needs a runtime, nor its telemetry, nor wrapt). ``lock`` is the instrumentor's: a
-    hook takes it, so a library imported during ``revert`` is patched before it or not at all.
+    ``runtime`` goes to every adapter's ``patches``: it makes the runtime at its first call and
+    returns that one after. Until a client library is imported nothing needs wrapt; until a
+    patched call needs the runtime, nothing needs the runtime's telemetry and freshness modules
+    nor OpenTelemetry's API (so an application that imports the SDK first does not pay for them
+    when it calls ``instrument()``). ``lock`` is the instrumentor's: a hook takes it, so a
+    library imported during ``revert`` is patched before it or not at all.
     """
 
     def __init__(self, runtime: Callable[[], Runtime], lock: threading.RLock) -> None:
@@ -187,7 +192,7 @@ class PatchTable:
 
     def _load(self, adapter: Adapter) -> None:
         try:
-            patches = list(importlib.import_module(adapter.module).patches(self._runtime()))
+            patches = list(importlib.import_module(adapter.module).patches(self._runtime))
         except Exception:  # an adapter that cannot load must not stop the others
             _logs.logger().warning(
                 "wm_middleware: %s not instrumented", adapter.module, exc_info=True

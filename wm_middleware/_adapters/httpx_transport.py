@@ -497,9 +497,9 @@ def _plan(
     return request, None
 
 
-def _send(runtime: Runtime, is_async: bool) -> Any:
+def _send(runtime: Callable[[], Runtime], is_async: bool) -> Any:
     """The wrapper of ``Client.send`` (``AsyncClient.send`` when ``is_async``: it returns the
-    awaitable its caller awaits)."""
+    awaitable its caller awaits); ``runtime()`` gives the runtime a call runs on."""
     handle: Callable[..., Any] = _ahandle if is_async else _handle
     fetched: Callable[[Callable[[], Any]], Callable[[], Any]] = _afetched if is_async else _fetched
 
@@ -511,13 +511,13 @@ def _send(runtime: Runtime, is_async: bool) -> Any:
         if request is None:
             return send()
         if streamed is not None:
-            return run(runtime, streamed, send, is_async)
-        return handle(runtime, request, send, fetched(send), _replay_sent)
+            return run(runtime(), streamed, send, is_async)
+        return handle(runtime(), request, send, fetched(send), _replay_sent)
 
     return wrapper
 
 
-def patches(runtime: Runtime) -> list[Patch]:
+def patches(runtime: Callable[[], Runtime]) -> list[Patch]:
     """``httpx.Client.send`` and ``httpx.AsyncClient.send``, for ``instrument(httpx=True)``."""
     return [
         Patch("httpx", "Client.send", _send(runtime, False)),

@@ -72,7 +72,7 @@ def _shared_codec(kind: type[Any]) -> SharedCodec:
     return SharedCodec(dump, load)
 
 
-def _profile_search(runtime: Runtime, share: SharedCodec | None) -> Any:
+def _profile_search(runtime: Callable[[], Runtime], share: SharedCodec | None) -> Any:
     def wrapper(
         wrapped: Callable[..., Awaitable[Any]],
         instance: Any,
@@ -103,12 +103,12 @@ def _profile_search(runtime: Runtime, share: SharedCodec | None) -> Any:
             )
         except Exception:  # never fail a call for our own reasons
             return wrapped(*args, **kwargs)
-        return runtime.aread(read, lambda: wrapped(*args, **kwargs))
+        return runtime().aread(read, lambda: wrapped(*args, **kwargs))
 
     return wrapper
 
 
-def patches(runtime: Runtime) -> list[Patch]:
+def patches(runtime: Callable[[], Runtime]) -> list[Patch]:
     """The profile search of the middleware, if supermemory-openai-sdk is installed."""
     try:
         module = importlib.import_module(_MODULE)

@@ -374,8 +374,11 @@ def _classify(
 
 
 # -- wrappers (small factories closing over the runtime) ----------------------------------------
-def _wrapper(runtime: Runtime, is_async: bool) -> Wrapper:
-    """The wrapper of ``request``; async: it returns the awaitable the caller awaits."""
+def _wrapper(runtime: Callable[[], Runtime], is_async: bool) -> Wrapper:
+    """The wrapper of ``request``; async: it returns the awaitable the caller awaits.
+
+    ``runtime()`` gives the runtime a call runs on (made at the first call, see ``patches``).
+    """
 
     def wrapper(
         wrapped: Callable[..., Any], instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
@@ -385,7 +388,7 @@ def _wrapper(runtime: Runtime, is_async: bool) -> Wrapper:
         action = _classify(instance, args, kwargs, is_async)
         if action is None:
             return wrapped(*args, **kwargs)
-        return run(runtime, action, lambda: wrapped(*args, **kwargs), is_async)
+        return run(runtime(), action, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
@@ -405,7 +408,7 @@ def _supported() -> bool:
     )
 
 
-def patches(runtime: Runtime) -> list[Patch]:
+def patches(runtime: Callable[[], Runtime]) -> list[Patch]:
     """The two ``request`` methods, or nothing when supermemory 3.x is not installed."""
     if not _supported():
         return []
@@ -426,10 +429,10 @@ def wrap(client: object, runtime: Runtime) -> object | None:
     from supermemory import AsyncSupermemory, Supermemory
 
     if isinstance(client, Supermemory):
-        copy: object = _install(_copy_of(client, {}), runtime, _wrapper(runtime, False))
+        copy: object = _install(_copy_of(client, {}), runtime, _wrapper(lambda: runtime, False))
         return copy
     if isinstance(client, AsyncSupermemory):
-        copy = _install(_copy_of(client, {}), runtime, _wrapper(runtime, True))
+        copy = _install(_copy_of(client, {}), runtime, _wrapper(lambda: runtime, True))
         return copy
     return None
 

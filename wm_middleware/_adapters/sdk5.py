@@ -376,7 +376,7 @@ def _read_of_call(
 
 
 # Two short drivers of the same steps: the call awaited or not.
-def _read_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
+def _read_wrapper(runtime: Callable[[], Runtime], operation: str) -> Callable[..., Any]:
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         read = _read_of_call(instance, operation, args, kwargs)
         if read is None:
@@ -387,12 +387,12 @@ def _read_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
                 return wrapped(*args, **kwargs)
 
         with _restoring_response():
-            return runtime.read(read, fetch)
+            return runtime().read(read, fetch)
 
     return wrapper
 
 
-def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
+def _aread_wrapper(runtime: Callable[[], Runtime], operation: str) -> Callable[..., Any]:
     async def wrapper(
         wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]
     ) -> Any:
@@ -405,7 +405,7 @@ def _aread_wrapper(runtime: Runtime, operation: str) -> Callable[..., Any]:
                 return await wrapped(*args, **kwargs)
 
         with _restoring_response():
-            return await runtime.aread(read, fetch)
+            return await runtime().aread(read, fetch)
 
     return wrapper
 
@@ -472,7 +472,7 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
     return write_of(found, scopes, server_of(base_url), body, follow)
 
 
-def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:
+def _transport_wrapper(runtime: Callable[[], Runtime], is_async: bool) -> Callable[..., Any]:
     """The wrapper of ``(Async)HttpClient.request``; async: it returns the awaitable."""
 
     def wrapper(wrapped: Any, instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -484,13 +484,13 @@ def _transport_wrapper(runtime: Runtime, is_async: bool) -> Callable[..., Any]:
             action = None
         if action is None:
             return wrapped(*args, **kwargs)
-        return run(runtime, action, lambda: wrapped(*args, **kwargs), is_async)
+        return run(runtime(), action, lambda: wrapped(*args, **kwargs), is_async)
 
     return wrapper
 
 
 # -- entry points ---------------------------------------------------------------------------------
-def patches(runtime: Runtime) -> list[Patch]:
+def patches(runtime: Callable[[], Runtime]) -> list[Patch]:
     """The model-level reads and the transport of supermemory 5.x; ``[]`` for any other version."""
     if not _sdk_is_5x():
         return []
@@ -551,13 +551,15 @@ def wrap(client: Any, runtime: Runtime) -> Any:
     attributes: dict[str, Any] = vars(cached)
     for operation in _READS:
         function = wrapt.FunctionWrapper(
-            getattr(generated, operation), read_wrapper(runtime, operation)
+            getattr(generated, operation), read_wrapper(lambda: runtime, operation)
         )
         # Bound now and kept in the instance dict: ``_compat`` then finds a bound method with a
         # ``request_options`` parameter and wraps it like the original (options, error mapping).
         attributes[operation] = function.__get__(cached, type(cached))
     http = cached._client_wrapper.httpx_client
-    request = wrapt.FunctionWrapper(type(http).request, _transport_wrapper(runtime, is_async))
+    request = wrapt.FunctionWrapper(
+        type(http).request, _transport_wrapper(lambda: runtime, is_async)
+    )
     vars(http)["request"] = request.__get__(http, type(http))
     attributes["working_memory"] = runtime.memory
     return cached

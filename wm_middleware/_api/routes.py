@@ -31,7 +31,7 @@ import json
 import re
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass
-from functools import lru_cache, partial
+from functools import cache, lru_cache, partial
 from typing import Any, Final, Literal
 from urllib.parse import unquote
 
@@ -309,9 +309,17 @@ def compile_template(template: str) -> re.Pattern[str]:
     return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template))
 
 
-_BY_METHOD: Final[dict[str, list[tuple[re.Pattern[str], Route]]]] = {}
-for _row in sorted(ROUTES, key=lambda row: -row.specificity):
-    _BY_METHOD.setdefault(_row.method, []).append((compile_template(_row.template), _row))
+@cache
+def _by_method() -> dict[str, list[tuple[re.Pattern[str], Route]]]:
+    """The routes of each method, most specific first, their templates compiled.
+
+    Made by the first :func:`find`, not on import: compiling them is most of this module's
+    import, which ``instrument()`` pays when the application imported the SDK first.
+    """
+    by_method: dict[str, list[tuple[re.Pattern[str], Route]]] = {}
+    for row in sorted(ROUTES, key=lambda row: -row.specificity):
+        by_method.setdefault(row.method, []).append((compile_template(row.template), row))
+    return by_method
 
 
 _NAMED: Final = {(row.generation, row.operation): row for row in ROUTES}
@@ -344,7 +352,7 @@ def find(method: str, path: str) -> Match | None:
     """
     method = method.upper()
     path = "/" + path.strip("/")
-    for pattern, route in _BY_METHOD.get(method, ()):
+    for pattern, route in _by_method().get(method, ()):
         found = pattern.fullmatch(path)
         if found is not None:
             segments = tuple((name, unquote(value)) for name, value in found.groupdict().items())
