@@ -308,10 +308,6 @@ class Freshness:
         with self._lock:
             self._saved[key] = _Saved(value, frozenset((*scopes, key)), started)
 
-    def _saved_of(self, key: Hashable) -> _Saved | None:
-        with self._lock:
-            return self._saved.get(key)
-
     def _covering(self, key: Hashable) -> tuple[_Tenant, list[_Wait], _Saved] | None:
         """The copy of ``key``, its tenant and the waits of the writes covering it, when a
         status check can vouch for the copy: every covering write is this process's own and of
