@@ -230,18 +230,29 @@ def _check_reachable(url: str, shown: str) -> None:
 # -- the runs ----------------------------------------------------------------------------------
 @contextmanager
 def _sigint_held() -> Iterator[None]:
-    """SIGINT blocked while workers start. They inherit the blocked signal and keep it blocked
+    """SIGINT held while workers start. They inherit the blocked signal and keep it blocked
     from their first instruction: Ctrl-C (SIGINT to the whole process group) then stops this
     process alone, which stops the workers, and no worker prints a traceback of its own. A
-    Ctrl-C meanwhile waits, and arrives here once the workers are started."""
+    Ctrl-C meanwhile waits, and arrives here once the workers are started.
+
+    Blocking it in this thread is not enough: another thread of this process (the emulator's
+    server) may take the signal, and Python then raises KeyboardInterrupt here all the same, in
+    the middle of a worker's start, whose half-sent start-up data it reads as an EOFError. So
+    the handler only notes it meanwhile, and the interrupt is raised once the workers started.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    noted: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: noted.append(signum))
     signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+        signal.signal(signal.SIGINT, signal.default_int_handler if previous is None else previous)
+    if noted:
+        raise KeyboardInterrupt
 
 
 def _run(
