@@ -20,7 +20,7 @@ OpenTelemetry's API with them, are imported by the first ``Runtime`` made, not w
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Hashable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -31,6 +31,7 @@ from ._core import MISSING, Loaded, WorkingMemory
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
+    from ._freshness import Freshness
     from ._near.shadow import Shadow
     from ._telemetry import ReadObservation, Telemetry
     from .semantic import SemanticReuse
@@ -103,27 +104,20 @@ class Runtime:
     """A working memory plus its telemetry: what one ``instrument()`` or ``wrap()`` runs on.
 
     Args:
-        memory: where entries live.
-        telemetry: spans and metrics.
+        memory, telemetry: where entries live; spans and metrics.
         cache: ``False`` observes without caching: every read goes upstream and is recorded as
             ``bypass``, for comparing cached and uncached runs on one dashboard.
-        freshness: follow writes until Supermemory has indexed them, so reads of the scopes
-            they touched show the new state at most one turn after the API does, never at the
-            cost of more requests than no cache (see :mod:`wm_middleware._freshness`);
-            ``False``: a write only invalidates.
-        settle_interval: while a write is pending, an entry fetched for its scopes lives three
-            quarters of it (seconds); then a read confirms it with one status check or fetches.
-        settle_max: the longest a scope settles after a write, in seconds; normal caching
-            resumes after it even if the documents never finish.
-        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`): each miss is
-            compared with the nearest cached query of its partition; ``None``: off.
+        freshness: follow writes until indexed, never at the cost of more requests than no
+            cache (:mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
+        settle_interval: an entry fetched while a write is pending lives 3/4 of it (seconds).
+        settle_max: the longest a scope settles after a write (seconds), finished or not.
+        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`); ``None``: off.
 
     Raises:
         ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
 
-    When ``memory`` has a shared tier with an ``on_operation`` hook (``RedisTier``), its
-    operations feed ``wm.shared.operations`` and ``wm.shared.duration`` of ``telemetry``; a hook
-    the application set itself is left in place.
+    A shared tier's ``on_operation`` hook (``RedisTier``) feeds ``wm.shared.*`` of ``telemetry``,
+    unless the application set one itself.
     """
 
     __slots__ = ("_refreshes", "cache", "freshness", "memory", "near", "telemetry")
@@ -173,8 +167,7 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
-        # A status check before the flight: one that finds the write indexed ends its settle,
-        # so what this read fetches is cached as usual.
+        # A status check before the flight (one that finds the write indexed ends its settle).
         confirmed = self.freshness.checkable(read.key) and self.freshness.confirm(read.key)
         loading = self._loading(observation, read)  # marks a read of a settling scope
         upstream = observation.fetching(_encoded(read, fetch))
@@ -207,11 +200,7 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
-        confirmed = False
-        if self.freshness.checkable(read.key):  # its request blocks: in a worker thread
-            import asyncio  # loaded already: this runs under asyncio
-
-            confirmed = await asyncio.to_thread(self.freshness.confirm, read.key)
+        confirmed = await _confirmed(self.freshness, read.key)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
         if observation.settling:
@@ -241,9 +230,7 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
-        confirmed = False
-        if self.freshness.checkable(read.key):
-            confirmed = await _in_worker_thread(lambda: self.freshness.confirm(read.key))
+        confirmed = await _confirmed(self.freshness, read.key)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
         if observation.settling:
@@ -450,6 +437,11 @@ def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Call
             raise RuntimeError("the event loop of this read has ended") from error
 
     return call
+
+
+async def _confirmed(freshness: Freshness, key: Hashable) -> bool:
+    """:meth:`Freshness.confirm` of an async read, in a worker thread: its request blocks."""
+    return freshness.checkable(key) and await _in_worker_thread(lambda: freshness.confirm(key))
 
 
 async def _in_worker_thread(call: Callable[[], T]) -> T:

@@ -70,6 +70,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LEADER_POLL", "Flight", "Group", "running_loop"]
 
+# What a flight's own task re-raises once the flight has ended with it (the rest stays there).
+_LEAVE_A_TASK: Final = (Exception, KeyboardInterrupt, SystemExit)
+
 DEAD_LEADER_POLL: Final = 0.25
 """Seconds between checks, by a waiter on another thread or loop, that the leader's loop lives."""
 
@@ -450,14 +453,8 @@ class Group:
     @contextlib.contextmanager
     def _leading(self, flight: Flight, in_task: bool = False) -> Iterator[None]:
         """Mark the context as leading ``flight``, and end it on an exception: its error for the
-        waiters, or cancelled (KeyboardInterrupt, a cancelled task: not the waiters' failure;
-        they start again).
-
-        ``in_task``: the flight's own asyncio task, which every caller waits for. There any
-        other ``BaseException`` out of the fetch is its outcome for all of them, as each one's
-        own fetch would have raised it uncached (they would start it again for ever otherwise);
-        it leaves the task only if it is ``KeyboardInterrupt`` or ``SystemExit``.
-        """
+        waiters, or cancelled (KeyboardInterrupt, a cancelled task: they start again). In the
+        flight's own task (``in_task``) any other BaseException is every caller's outcome."""
         token = _LEADING.set((*_LEADING.get(), flight))
         try:
             yield
@@ -466,15 +463,12 @@ class Group:
             # The collector runs at any allocation, in any thread, inside this group's lock too.
             self._end(flight, None, cancelled=True, blocking=False)
             raise
-        except Exception as error:
-            self._end(flight, None, error)
-            raise
         except BaseException as error:
-            if not in_task or isinstance(error, sys.modules["asyncio"].CancelledError):
-                self._end(flight, None, None, cancelled=True)
-                raise
-            self._end(flight, None, error)
-            if isinstance(error, (KeyboardInterrupt, SystemExit)):
+            ours = isinstance(error, Exception) or (
+                in_task and not isinstance(error, sys.modules["asyncio"].CancelledError)
+            )
+            self._end(flight, None, error if ours else None, cancelled=not ours)
+            if not (in_task and ours) or isinstance(error, _LEAVE_A_TASK):
                 raise
         finally:
             _LEADING.reset(token)

@@ -181,8 +181,8 @@ class Freshness:
         return shared is not None and shared.deadline(scopes) is not None
 
     def cap(self, scopes: tuple[Hashable, ...]) -> float:
-        """The ttl of an entry fetched for settling ``scopes``: three quarters of a
-        ``settle_interval``, and no longer than another process's settle of them."""
+        """The ttl of an entry fetched for settling ``scopes`` (3/4 of settle_interval, see
+        the module docstring), and no longer than another process's settle of them."""
         # Stored one request after its fetch (or check) began: that request's time is taken off.
         ttl = min(max(self.fresh_for - self._took, self.fresh_for / 2), self.memory.ttl)
         shared = self.shared
@@ -198,15 +198,10 @@ class Freshness:
         return bool(self._saved) and key in self._saved  # read without the lock: a hint
 
     def confirm(self, key: Hashable) -> bool:
-        """Before the fetch of a read of ``key`` that missed (outside its flight): one status
-        check, when a credit pays for it and the copy fetched since the write could answer it.
-
-        Still pending: the copy is confirmed, and the read's fetch (:meth:`saving`) returns it.
-        Indexed: the write's settle ends here, before the fetch, so what the read fetches next
-        is the new state, cached as usual. A tenant's reads make one check at a time (its
-        ``round`` lock); one that finds a check made meanwhile makes none. True: a check made
-        for this read confirmed the copy (pass it to :meth:`saving`).
-        """
+        """Before the flight of a read of ``key`` that missed: one status check, if a credit
+        pays for it. Pending: True, the copy is confirmed (for :meth:`saving`). Indexed: the
+        settle ends before the fetch, whose answer is then cached as usual. One check at a
+        time per tenant (its ``round`` lock); none if another read's check vouches already."""
         covering = self._covering(key)
         if covering is None:
             return False
@@ -228,9 +223,8 @@ class Freshness:
         fetch: Callable[[], Any],
         confirmed: bool = False,
     ) -> Callable[[], Any]:
-        """``fetch`` of a settling read: answered by the copy fetched before when a status
-        check (:meth:`confirm`: ``confirmed`` for this read, or another's made lately) found the
-        documents still pending, else fetched and kept."""
+        """``fetch`` of a settling read: the copy a check confirmed (``confirmed``: for this
+        read; else another's, lately), else fetched and kept."""
 
         def fetch_saved() -> Any:
             saved = self._confirmed(key, lately=not confirmed)
@@ -331,11 +325,9 @@ class Freshness:
         return next(iter(tenants.values())), [wait for _, wait in covering], saved
 
     def _confirmed(self, key: Hashable, lately: bool = True) -> Any:
-        """The copy of ``key`` if the API's answer is still what it was when it was fetched,
-        else :data:`_NONE`. That holds when every write covering the read still had its
-        documents pending at a moment after the copy's fetch began, lately (a pending document
-        is in no answer yet): a status check (:meth:`confirm`) proves it. ``lately=False``:
-        the check was made for this read, however long it took."""
+        """The copy of ``key`` while the API's answer is what it was at its fetch (every
+        covering write's documents found pending by a check since, lately unless ``lately`` is
+        False: a pending document is in no answer yet), else :data:`_NONE`."""
         covering = self._covering(key)
         if covering is None:
             return _NONE
@@ -343,15 +335,13 @@ class Freshness:
         return saved.value if self._vouched(waits, saved, lately) else _NONE
 
     def _vouched(self, waits: list[_Wait], saved: _Saved, lately: bool = True) -> bool:
-        """Whether every wait was confirmed since ``saved`` was fetched (and, with ``lately``,
-        less than ``fresh_for`` ago: a confirmation older than that proves nothing now)."""
+        """Whether every wait was confirmed since ``saved``'s fetch (``lately``: in fresh_for)."""
         since = time.monotonic() - self.fresh_for if lately else -math.inf
         return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
 
     # -- one status round ----------------------------------------------------------------------
     def _round(self, tenant: _Tenant, waits: list[_Wait], saved: _Saved) -> None:
-        """One status request about ``waits``' documents (one credit: one request at most); end
-        the waits whose documents have all finished and mark the others confirmed."""
+        """One status request about ``waits``' documents: end the finished, confirm the rest."""
         with self._lock:
             asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
         if not asked:
