@@ -200,7 +200,7 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirmed(self.freshness, read.key)
+        confirmed = await _confirm_in_thread(self.freshness, read.key)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
         if observation.settling:
@@ -230,7 +230,7 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirmed(self.freshness, read.key)
+        confirmed = await _confirm_in_thread(self.freshness, read.key)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
         if observation.settling:
@@ -439,7 +439,7 @@ def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Call
     return call
 
 
-async def _confirmed(freshness: Freshness, key: Hashable) -> bool:
+async def _confirm_in_thread(freshness: Freshness, key: Hashable) -> bool:
     """:meth:`Freshness.confirm` of an async read, in a worker thread: its request blocks."""
     return freshness.checkable(key) and await _in_worker_thread(lambda: freshness.confirm(key))
 
