@@ -430,3 +430,27 @@ def test_an_application_that_set_up_opentelemetry_gets_the_cache_metrics_before_
         " 'client': 'supermemory' in sys.modules}))\n"
     )
     assert found == {"size": True, "client": False}
+
+
+def test_hits_are_traced_once_the_application_sets_a_tracer_provider_after_they_began(
+    two_searches: TwoSearches,
+) -> None:
+    """Hits made while no tracer provider is set make no span (the API's proxy records none);
+    the hits that follow the application's provider are traced through it."""
+    found = two_searches(
+        "memory = wm_middleware.instrument()\n",
+        "from opentelemetry import trace\n"
+        "from opentelemetry.sdk.trace import TracerProvider, export\n"
+        "from opentelemetry.sdk.trace.export import in_memory_span_exporter\n"
+        "exporter = in_memory_span_exporter.InMemorySpanExporter()\n"
+        "provider = TracerProvider()\n"
+        "provider.add_span_processor(export.SimpleSpanProcessor(exporter))\n"
+        "trace.set_tracer_provider(provider)\n"
+        "search()\n"
+        "search()\n"
+        "spans = exporter.get_finished_spans()\n"
+        "stats = memory.stats()\n"
+        "print(json.dumps({'results': [s.attributes.get('wm.cache.result') for s in spans],\n"
+        "                  'hits': stats.hits, 'misses': stats.misses}))\n",
+    )
+    assert found == ({"results": ["hit", "hit"], "hits": 3, "misses": 1}, 1)

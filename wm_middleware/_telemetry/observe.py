@@ -11,7 +11,9 @@ memory service (``CLIENT``), started by the fetch wrapper when the fetch begins,
 the start of the read, and current while the fetch runs (the HTTP span is its child). A read
 served without its own fetch (a hit, a coalesced read, a value another process fetched) makes
 no request: its ``INTERNAL`` span is made once the outcome is known, with the read's start
-time. A hit with ``trace_hits=False`` makes no span at all and is counted in a plain integer.
+time. A hit with ``trace_hits=False`` makes no span at all and is counted in a plain integer; nor
+does a hit while no tracer provider is set (the API's proxy, whose spans record nothing): from
+the moment one is set, hits are traced through it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,14 @@ from typing import TYPE_CHECKING, Any
 
 from opentelemetry import trace
 from opentelemetry.metrics import MeterProvider
-from opentelemetry.trace import SpanKind, Tracer
+from opentelemetry.trace import (
+    NoOpTracer,
+    NoOpTracerProvider,
+    ProxyTracer,
+    ProxyTracerProvider,
+    SpanKind,
+    Tracer,
+)
 from opentelemetry.trace import TracerProvider as TracerProviderApi
 from opentelemetry.util.types import AttributeValue
 
@@ -78,7 +87,24 @@ class Telemetry:
         self.tracer: Tracer = trace.get_tracer(
             "wm_middleware", __version__, tracer_provider, schema_url=names.SCHEMA_URL
         )
+        # Spans record once a provider of the SDK's is in place (given, or set globally: the
+        # global provider is set once, so a real one seen stays).
+        self._recording = not isinstance(self.tracer, (ProxyTracer, NoOpTracer))
         self.instruments = Instruments(meter_provider)
+
+    def traces_hits(self) -> bool:
+        """A hit gets a span: ``trace_hits`` is on and spans go to a provider that records.
+
+        A tracer made before the application set a global provider is the API's proxy, whose
+        spans record nothing until one is set.
+        """
+        if not self.trace_hits:
+            return False
+        if not self._recording:
+            self._recording = not isinstance(
+                trace.get_tracer_provider(), (ProxyTracerProvider, NoOpTracerProvider)
+            )
+        return self._recording
 
     def watch(self, memory: WorkingMemory[Any]) -> None:
         """Export ``memory``'s size and counters through the observable instruments."""
@@ -187,10 +213,10 @@ class ReadObservation:
         instruments = telemetry.instruments
         operation = self._read.operation
         instruments.count("hit", operation)
-        if telemetry.trace_hits:
+        if telemetry.traces_hits():
             self._finish_span(self._open(SpanKind.INTERNAL, _wall_ns(self._start)), "hit", value)
-        elif not instruments.sample_hit():
-            return
+        elif not telemetry.trace_hits and not instruments.sample_hit():
+            return  # with trace_hits, every hit is timed, traced or not
         self._record("hit")
 
     def done(self, value: Any, outcome: str, tier: str, leader: object) -> None:
