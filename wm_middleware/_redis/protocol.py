@@ -125,24 +125,25 @@ class Layout:
         return result, f"{result}:lease"
 
     def seal(self, key: str, payload: bytes) -> bytes:
-        """``payload`` as stored at ``key``: after its MAC under the secret (a key derived for
-        this one purpose) when the tier has one, so a Redis writer without it cannot forge a
-        status round; as it is without one."""
+        """``payload`` as stored or sent at ``key`` (a key, a hash field, a channel): after its
+        MAC under the secret (a key derived for this one purpose) when the tier has one, so a
+        Redis writer without it cannot forge a status round or a settle announcement, nor move
+        one elsewhere; as it is without one."""
         if self._secret is None:
             return payload
-        return b"%s %s" % (self._round_mac(key, payload), payload)
+        return b"%s %s" % (self._settle_mac(key, payload), payload)
 
     def unsealed(self, key: str, stored: bytes) -> bytes | None:
         """What :meth:`seal` stored at ``key``, or ``None`` when its MAC does not verify."""
         if self._secret is None:
             return stored
         mac, _, payload = stored.partition(b" ")
-        return payload if hmac.compare_digest(mac, self._round_mac(key, payload)) else None
+        return payload if hmac.compare_digest(mac, self._settle_mac(key, payload)) else None
 
-    def _round_mac(self, key: str, payload: bytes) -> bytes:
+    def _settle_mac(self, key: str, payload: bytes) -> bytes:
         assert self._secret is not None
-        round_key = hmac.digest(self._secret, b"wm_middleware shared-tier status MAC v1", "sha256")
-        return hmac.digest(round_key, b"%s\n%s" % (key.encode(), payload), "sha256").hex().encode()
+        settle_key = hmac.digest(self._secret, b"wm_middleware shared-tier settle MAC v1", "sha256")
+        return hmac.digest(settle_key, b"%s\n%s" % (key.encode(), payload), "sha256").hex().encode()
 
     def plan(self, key: Hashable, scopes: tuple[Hashable, ...], ttl: float) -> Plan | None:
         """The keys of one load, or None when it cannot be shared (a key no other process could

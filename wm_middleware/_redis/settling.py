@@ -20,6 +20,12 @@ keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced, th
   document of the tenant: :meth:`SharedSettling.status_round` makes it once for the fleet per
   round, under the tenant's lease, and stores it (sealed under the tier's secret, if any) for
   the other processes following writes of that tenant.
+* **Sealed.** With a secret, every announcement (each hash value, each message) carries a MAC
+  under it (:meth:`Layout.seal`), bound to where it is stored or sent: a Redis writer without
+  the secret can neither make a settle up nor end one, and one it copies to another scope or
+  replays is refused. An end names the deadline it ends, so a replayed old end cannot end a
+  later settle of the same scope. What it can still do is delete the hash (a process that
+  subscribes after that misses settles begun before it; those already heard stay).
 * **Use.** A process caps the ttl of what it fetches for a settling scope (L1 and the shared
   entry) and says so on the read's span. The end of a settle needs nothing more here: the
   writer's invalidation reaches every L1 through the tier's own channel.
@@ -63,12 +69,13 @@ class SharedSettling:
         self.channel = layout.settling_channel
         self._send = send
         self._lock = threading.Lock()
-        # lock: scope -> {origin: monotonic deadline}; origin "" is unknown (read from the hash)
-        self._deadlines: dict[Hashable, dict[str, float]] = {}
+        # lock: scope -> {origin: deadline as announced, epoch ms}; origin "" is unknown (read
+        # from the hash, which holds the latest deadline of the scope whoever announced it)
+        self._deadlines: dict[Hashable, dict[str, int]] = {}
         self._pid = -1
         self._token = ""
         self.loaded = threading.Event()  # the hash was read since the last (re)subscription
-        self._warned = False  # a status round that failed its MAC was logged
+        self._warned: set[str] = set()  # what failed its MAC, logged once each
 
     # -- what freshness calls ----------------------------------------------------------------
     def begin(self, scopes: Iterable[Hashable], seconds: float) -> None:
@@ -77,27 +84,32 @@ class SharedSettling:
         deadline_ms = int((time.time() + seconds) * 1000)
         origin = self.origin
         self._apply(texts, deadline_ms, origin)
-        args: list[Any] = [int(seconds * 1000) + 1000, self.channel]
-        args.append(json.dumps({"b": texts, "d": deadline_ms, "o": origin}))
+        message = json.dumps({"b": texts, "d": deadline_ms, "o": origin}).encode()
+        args: list[Any] = [int(seconds * 1000) + 1000, self.channel, self._sealed_message(message)]
         for text in texts:
-            args += [text, deadline_ms]
+            args += [text, self._layout.seal(self._field(text), b"%d" % deadline_ms)]
         self._quietly(Run(tuple(args), BEGIN_SETTLE, (self.key,)), "announce a settle")
 
     def end(self, scopes: Iterable[Hashable]) -> None:
         """Announce that ``scopes`` have settled."""
+        scopes = list(scopes)
         texts = [canonical_key(scope) for scope in scopes]
         origin = self.origin
-        self._forget(texts, origin)
+        # The latest deadline this process announced for them: the end ends no later settle.
+        with self._lock:
+            upto = max((self._deadlines.get(s, {}).get(origin, 0) for s in scopes), default=0)
+        self._forget(texts, origin, upto)
         self._quietly(Run(("HDEL", self.key, *texts)), "announce a settle's end")
-        message = json.dumps({"e": texts, "o": origin})
-        self._quietly(Run(("PUBLISH", self.channel, message)), "announce a settle's end")
+        message = json.dumps({"e": texts, "d": upto, "o": origin}).encode()
+        step = Run(("PUBLISH", self.channel, self._sealed_message(message)))
+        self._quietly(step, "announce a settle's end")
 
     def deadline(self, scopes: Iterable[Hashable]) -> float | None:
         """The earliest monotonic deadline of a settle covering any of ``scopes``, or None."""
         if not self._deadlines:
             return None
         found = [deadline for _, deadline in self._covering(scopes)]
-        return min(found) if found else None
+        return _monotonic(min(found)) if found else None
 
     def foreign(self, scopes: Iterable[Hashable]) -> bool:
         """Whether another process's settle (or one of unknown origin) covers any of ``scopes``."""
@@ -145,11 +157,8 @@ class SharedSettling:
         (none, unreadable, or not sealed under the tier's secret)."""
         if not isinstance(stored, bytes):
             return None
-        payload = self._layout.unsealed(key, stored)
+        payload = self._unsealed(key, stored, "a shared status round")
         if payload is None:
-            if not self._warned:  # once: a forger must not flood the log either
-                self._warned = True
-                logger.warning("wm_middleware: a shared status round failed its MAC; ignored")
             return None
         try:
             data = json.loads(payload)
@@ -165,10 +174,26 @@ class SharedSettling:
             self._token, self._pid = f"{os.getpid()}-{secrets.token_hex(4)}", os.getpid()
         return self._token
 
-    def _covering(self, scopes: Iterable[Hashable]) -> list[tuple[str, float]]:
+    def _field(self, text: str) -> str:
+        """Where the hash value of a scope's settle is stored: what its MAC is bound to."""
+        return f"{self.key}\n{text}"
+
+    def _sealed_message(self, message: bytes) -> bytes:
+        return self._layout.seal(self.channel, message)
+
+    def _unsealed(self, key: str, stored: bytes, what: str) -> bytes | None:
+        """``stored`` as sealed at ``key``, or ``None`` (logged once per ``what``: a forger
+        must not flood the log either)."""
+        payload = self._layout.unsealed(key, stored)
+        if payload is None and what not in self._warned:
+            self._warned.add(what)
+            logger.warning("wm_middleware: %s failed its MAC; ignored", what)
+        return payload
+
+    def _covering(self, scopes: Iterable[Hashable]) -> list[tuple[str, int]]:
         """``(origin, deadline)`` of the live settles covering ``scopes``; drops dead ones."""
-        now = time.monotonic()
-        found: list[tuple[str, float]] = []
+        now = time.time() * 1000
+        found: list[tuple[str, int]] = []
         with self._lock:
             for scope in scopes:
                 settles = self._deadlines.get(scope)
@@ -189,15 +214,18 @@ class SharedSettling:
         if data is None:
             self.reload()
             return
-        try:
-            message = json.loads(data)
-        except ValueError:
+        payload = self._unsealed(self.channel, data, "a settle announcement")
+        if payload is None:
             return
-        origin = str(message.get("o", ""))
-        if "b" in message:
-            self._apply(message["b"], int(message["d"]), origin)
-        if "e" in message:
-            self._forget(message["e"], origin)
+        try:
+            message = json.loads(payload)
+            origin = str(message.get("o", ""))
+            if "b" in message:
+                self._apply(message["b"], int(message["d"]), origin)
+            if "e" in message:
+                self._forget(message["e"], origin, int(message["d"]))
+        except Exception:  # not a message of this library's
+            return
 
     def reload(self) -> None:
         """Everything that settles now, read from the hash."""
@@ -216,53 +244,56 @@ class SharedSettling:
                 if origin in settles
             }
             self._deadlines = {scope: {origin: deadline} for scope, deadline in own.items()}
-        for text, value in _pairs(fields):
-            deadline_ms = int(value)
-            if deadline_ms > now_ms and not self._ours(str(text, "utf-8"), deadline_ms, own):
-                self._apply([str(text, "utf-8")], deadline_ms, "")
+        for field, value in _pairs(fields):
+            try:
+                text = str(field, "utf-8")
+                sealed = self._unsealed(self._field(text), value, "a settle announcement")
+                deadline_ms = int(sealed) if sealed is not None else 0
+                scope = key_from_canonical(text)
+            except Exception:
+                continue
+            if deadline_ms > now_ms and own.get(scope) != deadline_ms:  # not this process's
+                self._apply([text], deadline_ms, "")
         self.loaded.set()
-
-    @staticmethod
-    def _ours(text: str, deadline_ms: int, own: dict[Hashable, float]) -> bool:
-        """Whether the hash's (latest) deadline of a scope is this process's own settle."""
-        try:
-            mine = own.get(key_from_canonical(text))
-        except Exception:
-            return False
-        if mine is None:
-            return False
-        theirs = time.monotonic() + (deadline_ms / 1000 - time.time())
-        return abs(theirs - mine) < 0.5
 
     # -- state ---------------------------------------------------------------------------------
     def _apply(self, texts: Iterable[str], deadline_ms: int, origin: str) -> None:
-        deadline = time.monotonic() + (deadline_ms / 1000 - time.time())
         with self._lock:
             for text in texts:
                 try:
                     scope = key_from_canonical(text)
                 except Exception:
                     continue
-                self._deadlines.setdefault(scope, {})[origin] = deadline
+                self._deadlines.setdefault(scope, {})[origin] = deadline_ms
 
-    def _forget(self, texts: Iterable[str], origin: str) -> None:
-        """The end of ``origin``'s settle of ``texts`` (and of any of unknown origin: the hash
-        no longer holds the scope)."""
+    def _forget(self, texts: Iterable[str], origin: str, upto_ms: int) -> None:
+        """The end of ``origin``'s settles of ``texts`` that end by ``upto_ms`` (and of those
+        of unknown origin, read from the hash, that do: the end's HDEL removed them)."""
         with self._lock:
             for text in texts:
                 try:
-                    settles = self._deadlines.get(key_from_canonical(text))
+                    scope = key_from_canonical(text)
                 except Exception:
                     continue
-                if settles is not None:
-                    settles.pop(origin, None)
-                    settles.pop("", None)
+                settles = self._deadlines.get(scope)
+                if settles is None:
+                    continue
+                for by in (origin, ""):
+                    if settles.get(by, upto_ms + 1) <= upto_ms:
+                        del settles[by]
+                if not settles:
+                    del self._deadlines[scope]
 
     def _quietly(self, step: Run, what: str) -> None:
         try:
             self._send(step)
         except Exception:
             logger.debug("wm_middleware: could not %s", what, exc_info=True)
+
+
+def _monotonic(epoch_ms: int) -> float:
+    """The ``time.monotonic()`` reading of the epoch time ``epoch_ms``."""
+    return time.monotonic() + (epoch_ms / 1000 - time.time())
 
 
 def _asked(ask: Callable[[], Any]) -> tuple[Any, float] | None:
