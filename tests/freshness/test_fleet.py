@@ -110,9 +110,10 @@ def test_a_process_knows_which_settles_are_another_processes(valkey: Server) -> 
 
 def _two_processes_following_writes(
     sdk: Sdk, emulator: EmulatorServer, tiers: list[Any], tags: list[str]
-) -> list[Any]:
+) -> tuple[list[Any], list[str]]:
     """A client per tier (as two processes would have), each with a write of its own pending
-    and a copy fetched since, expired now (settle_interval 0.4 s: a copy lives 0.3 s)."""
+    (the first client's written first) and a copy fetched since, expired now (settle_interval
+    0.4 s: a copy lives 0.3 s); and the ids of the documents written."""
     import time
 
     import wm_middleware
@@ -122,13 +123,14 @@ def _two_processes_following_writes(
         wm_middleware.wrap(sdk.client("sync", emulator.base_url), shared=tier, settle_interval=0.4)
         for tier in tiers
     ]
+    documents = []
     for client, tag in zip(clients, tags, strict=True):
         for _ in range(3):
             sdk.search(client, tag)  # a fetch, then hits: credits for status checks
-        sdk.add(client, f"The {tag} likes espresso", tag)
+        documents.append(str(sdk.add(client, f"The {tag} likes espresso", tag).id))
         sdk.search(client, tag)  # fetched while the write is pending: the copy
     time.sleep(0.35)
-    return clients
+    return clients, documents
 
 
 @pytest.mark.parametrize("secret", [None, "s3cret"])
@@ -136,38 +138,59 @@ def test_a_tenants_status_round_is_made_once_for_the_fleet(
     sdk: Sdk, emulator: EmulatorServer, valkey: Server, secret: str | None
 ) -> None:
     """Two processes of one tenant, each following a write to its own container tag: the
-    first read to need a status check makes it, under the tenant's lease, and shares the
-    processing list; the other process's read is confirmed by it without a request."""
+    first read to need a status check makes it, under the tenant's lease, and shares its
+    answer; the other process's read is confirmed by it without a request. 3.x: the processing
+    list, which answers for every document; 5.x: the status of the older write's document,
+    which, pending, answers for the younger one (documents are indexed roughly in order)."""
     from wm_middleware import RedisTier
 
-    if sdk.major != "3":
-        pytest.skip("5.x has no tenant-wide processing list: each asks about its own document")
     namespace = f"round{secret is not None}"
     tags = ["user-a", "user-b"]
     with (
         RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as one,
         RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as two,
     ):
-        clients = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        clients, _ = _two_processes_following_writes(sdk, emulator, [one, two], tags)
         reads, checks = sdk.reads(emulator), sdk.status_checks(emulator)
         for client, tag in zip(clients, tags, strict=True):
             assert not mentions(sdk.search(client, tag), "espresso")  # still pending
-        assert sdk.status_checks(emulator) == checks + 1  # one processing list for both
+        assert sdk.status_checks(emulator) == checks + 1  # one status request for both
         assert sdk.reads(emulator) == reads  # both reads answered by their copies
+
+
+def test_under_5x_a_round_about_a_younger_document_does_not_answer_for_an_older_one(
+    sdk: Sdk, emulator: EmulatorServer, valkey: Server
+) -> None:
+    """The younger write's process checks first: its document pending says nothing of the
+    older one. The older write's process makes no request of its own while the round's lease
+    is held: it fetches, as an uncached client would."""
+    from wm_middleware import RedisTier
+
+    if sdk.major == "3":
+        pytest.skip("3.x shares the processing list, which answers for every document")
+    tags = ["user-a", "user-b"]
+    with (
+        RedisTier(valkey.url, namespace="younger", op_timeout=5.0) as one,
+        RedisTier(valkey.url, namespace="younger", op_timeout=5.0) as two,
+    ):
+        clients, _ = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        reads, checks = sdk.reads(emulator), sdk.status_checks(emulator)
+        for client, tag in reversed(list(zip(clients, tags, strict=True))):
+            assert not mentions(sdk.search(client, tag), "espresso")  # still pending
+        assert sdk.status_checks(emulator) == checks + 1  # the younger document's
+        assert sdk.reads(emulator) == reads + 1  # the older write's reader fetched
 
 
 def test_a_status_round_not_sealed_under_the_secret_is_ignored(
     sdk: Sdk, emulator: EmulatorServer, valkey: Server
 ) -> None:
-    """A Redis writer without the secret stores a round saying nothing is processing any more:
-    a process that believed it would end its settle; it ignores it and keeps following."""
+    """A Redis writer without the secret stores a round saying the second write is indexed: a
+    process that believed it would end its settle; it ignores it and keeps following."""
     import json
     import time
 
     from wm_middleware import RedisTier
 
-    if sdk.major != "3":
-        pytest.skip("5.x has no tenant-wide processing list: no round is shared")
     raw = redis.Redis(host="127.0.0.1", port=valkey.port)
     settling = "forged:v1:{t:forged}:settling"
     tags = ["user-a", "user-b"]
@@ -175,11 +198,14 @@ def test_a_status_round_not_sealed_under_the_secret_is_ignored(
         RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as one,
         RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as two,
     ):
-        clients = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        clients, documents = _two_processes_following_writes(sdk, emulator, [one, two], tags)
         sdk.search(clients[0], tags[0])  # the round, stored sealed
         (key,) = raw.keys("forged:v1:*:poll")
-        forged = {"at": time.time() + 60, "statuses": {}}
-        raw.set(key, json.dumps(forged), px=60_000)
+        # 3.x: nothing is processing any more; 5.x: the second write's document is done.
+        said: dict[str, Any] = (
+            {} if sdk.major == "3" else {"document": documents[1], "status": "done", "written": 0}
+        )
+        raw.set(key, json.dumps({"at": time.time() + 60, "answer": said}), px=60_000)
         raw.delete(key + b":lease")
 
         def second_settles() -> bool:

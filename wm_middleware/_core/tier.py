@@ -87,12 +87,18 @@ class SettleBoard(Protocol):
         ...
 
     def status_round(
-        self, scopes: Iterable[Hashable], since: float, seconds: float, ask: Callable[[], Any]
+        self,
+        scopes: Iterable[Hashable],
+        since: float,
+        seconds: float,
+        ask: Callable[[], Any],
+        answers: Callable[[dict[str, Any]], bool] | None = None,
     ) -> tuple[Any, float] | None:
         """One status round for the tenant of ``scopes`` for the whole fleet: another
-        process's result begun after ``since`` (epoch seconds), or ``ask()`` here under the
-        tenant's lease, shared for ``seconds``; with when its request began (epoch seconds).
-        ``None``: another process makes it now, or ``ask`` failed (returned ``None``)."""
+        process's answer (a JSON object) begun after ``since`` (epoch seconds) that ``answers``
+        this round (default: any), or ``ask()`` here under the tenant's lease, shared for
+        ``seconds``; with when its request began (epoch seconds). ``None``: another process
+        makes it now, or ``ask`` failed (returned ``None``)."""
         ...
 
 

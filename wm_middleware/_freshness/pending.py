@@ -392,8 +392,8 @@ class Freshness:
 
 
 class _Fleet:
-    """Where a 3.x processing list is asked for: through the shared tier's status round for
-    the tenant (one request a round for the whole fleet), or here when there is no such tier."""
+    """Where a status request is made: through the shared tier's status round for the tenant
+    (one request a round for the whole fleet), or here when there is no such tier."""
 
     def __init__(
         self, board: Any, scopes: frozenset[Hashable], since: float, seconds: float
@@ -403,15 +403,23 @@ class _Fleet:
         self.since = since  # monotonic: when the copy to confirm was fetched
         self.seconds = seconds
 
-    def listed(self, ask: Callable[[], Any]) -> tuple[Any, float] | None:
-        """``ask()``'s answer (or the fleet's), with when its request began (monotonic)."""
+    def round(
+        self, ask: Callable[[], Any], answers: Callable[[dict[str, Any]], bool] | None = None
+    ) -> tuple[dict[str, Any], float] | None:
+        """``ask()``'s answer (a JSON object), or another process's that ``answers`` the round,
+        with when its request began (monotonic); ``None`` when none is had this round."""
         if self.board is None:
             began = time.monotonic()
             got = ask()
             return None if got is None else (got, began)
-        offset = time.time() - time.monotonic()  # monotonic -> epoch, for the other processes
-        got = self.board.status_round(self.scopes, self.since + offset, self.seconds, ask)
+        offset = _epoch_offset()
+        got = self.board.status_round(self.scopes, self.since + offset, self.seconds, ask, answers)
         return None if got is None else (got[0], got[1] - offset)
+
+
+def _epoch_offset() -> float:
+    """What turns a ``time.monotonic()`` reading into epoch seconds (for other processes)."""
+    return time.time() - time.monotonic()
 
 
 def _ask(
@@ -420,11 +428,13 @@ def _ask(
     """Statuses of ``asked`` from one request, and when it began (monotonic); ``None`` when the
     request failed.
 
-    3.x: the processing list (a document it no longer lists is finished), one for the tenant
-    across the fleet when a shared tier carries the round. 5.x, and a 3.x API without that
-    list: the oldest document asked about (documents are indexed roughly in order: while it is
-    pending the younger ones are too, most likely). A document that answers 404 is pending
-    (deleted, or not known yet where the API looked): ``settle_max`` bounds it."""
+    3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x API
+    without that list: the oldest document asked about (documents are indexed roughly in
+    order: while it is pending the younger ones are too, most likely). A document that answers
+    404 is pending (deleted, or not known yet where the API looked): ``settle_max`` bounds it.
+    With a shared tier either is one request a round for the tenant's whole fleet: another
+    process's list answers for every document, its document for the ones written after it
+    while it is pending."""
     links = [doc.link for doc in asked if doc.link is not None]
     if tenant.generation == 3 and not tenant.per_document:
         route = LIST_PROCESSING
@@ -438,21 +448,40 @@ def _ask(
             documents = field_of(got, "documents") or ()
             return {str(field_of(d, "id")): str(field_of(d, "status")) for d in documents}
 
-        answer = fleet.listed(processing)
+        answer = fleet.round(processing)
         if answer is None:
             return None
         listed, began = answer
         if listed is NOT_FOUND:
             tenant.per_document = True  # the next round asks about a document
             return None
-        return {doc.id: listed.get(doc.id, "done") for doc in asked}, began
+        statuses = {str(k): str(v) for k, v in listed.items()}  # another process's, maybe
+        return {doc.id: statuses.get(doc.id, "done") for doc in asked}, began
     oldest = asked[0]
     path = document_path(tenant.generation, oldest.id, oldest.namespace)
-    began = time.monotonic()
-    got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
-    if got is None:
+    written = oldest.written + _epoch_offset()  # epoch seconds: other processes compare it
+
+    def one_document() -> Any:
+        got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
+        if got is None:
+            return None
+        status = "unknown" if got is NOT_FOUND else status_of(got)
+        return {"document": oldest.id, "status": status, "written": written}
+
+    def answers(found: dict[str, Any]) -> bool:
+        """About this document, or about one written no later that is still pending."""
+        if found.get("document") == oldest.id:
+            return True
+        try:
+            return str(found["status"]) not in FINISHED and float(found["written"]) <= written
+        except (KeyError, TypeError, ValueError):  # not an answer of this library's
+            return False
+
+    answer = fleet.round(one_document, answers)
+    if answer is None:
         return None
-    status = "unknown" if got is NOT_FOUND else status_of(got)
+    found, began = answer
+    status = str(found["status"])
     if status in FINISHED:
         return {oldest.id: status}, began
     return {doc.id: status for doc in asked}, began  # the younger ones are pending too

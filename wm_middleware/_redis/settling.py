@@ -16,10 +16,11 @@ keeps it (in its L1 and in Redis) for the full TTL. So a settle is announced, th
   knows which settles are another's: it never confirms a copy for a scope another process's
   write settles (it does not know those documents), it fetches. What a reload reads from the
   hash counts as another's.
-* **Rounds.** Under SDK 3.x one status request (the tenant's processing list) answers for every
-  document of the tenant: :meth:`SharedSettling.status_round` makes it once for the fleet per
-  round, under the tenant's lease, and stores it (sealed under the tier's secret, if any) for
-  the other processes following writes of that tenant.
+* **Rounds.** :meth:`SharedSettling.status_round` makes a tenant's status request once for the
+  fleet per round, under the tenant's lease, and stores its answer (sealed under the tier's
+  secret, if any) for the other processes following writes of that tenant: under SDK 3.x the
+  processing list (it answers for every document of the tenant), under 5.x the status of one
+  document, which answers for the documents written after it while it is pending.
 * **Sealed.** With a secret, every announcement (each hash value, each message) carries a MAC
   under it (:meth:`Layout.seal`), bound to where it is stored or sent: a Redis writer without
   the secret can neither make a settle up nor end one, and one it copies to another scope or
@@ -119,17 +120,23 @@ class SharedSettling:
         return any(by != origin for by, _ in self._covering(scopes))
 
     def status_round(
-        self, scopes: Iterable[Hashable], since: float, seconds: float, ask: Callable[[], Any]
+        self,
+        scopes: Iterable[Hashable],
+        since: float,
+        seconds: float,
+        ask: Callable[[], Any],
+        answers: Callable[[dict[str, Any]], bool] | None = None,
     ) -> tuple[Any, float] | None:
         """One status round for the tenant of ``scopes``, made once for the whole fleet.
 
-        The result another process stored for the tenant, if its request began after ``since``
-        (epoch seconds: when the copy it is to confirm was fetched); else, under the tenant's
-        lease (held ``seconds``), ``ask()`` here, its result (a dict of document statuses)
-        stored for ``seconds`` for the other processes. Returns the result with when its
-        request began (epoch seconds); ``None`` when another process is making the round now
-        (no request here this round: the read fetches, as an uncached one would) or ``ask``
-        failed. Without the tier (a Redis error), ``ask()`` as one process would.
+        The answer another process stored for the tenant, if its request began after ``since``
+        (epoch seconds: when the copy it is to confirm was fetched) and ``answers`` it says it
+        answers this round (default: any does); else, under the tenant's lease (held
+        ``seconds``), ``ask()`` here, its answer (a JSON object) stored for ``seconds`` for the
+        other processes. Returns the answer with when its request began (epoch seconds);
+        ``None`` when another process is making the round now (no request here this round:
+        the read fetches, as an uncached one would) or ``ask`` failed. Without the tier (a
+        Redis error), ``ask()`` as one process would.
         """
         tenant = next((t for t in map(self._layout.tenant, scopes) if t is not None), None)
         if tenant is None:
@@ -138,7 +145,8 @@ class SharedSettling:
         ms = max(int(seconds * 1000), 1)
         try:
             shared = self._shared_round(key, self._send(Run(("GET", key))))
-            if shared is not None and shared[1] >= since:
+            fits = answers or (lambda _: True)
+            if shared is not None and shared[1] >= since and fits(shared[0]):
                 return shared
             if not self._send(Run(("SET", lease, self.origin, "NX", "PX", ms))):
                 return None
@@ -147,13 +155,13 @@ class SharedSettling:
             return _asked(ask)
         asked = _asked(ask)
         if asked is not None and isinstance(asked[0], dict):
-            payload = json.dumps({"at": asked[1], "statuses": asked[0]}).encode()
+            payload = json.dumps({"at": asked[1], "answer": asked[0]}).encode()
             step = Run(("SET", key, self._layout.seal(key, payload), "PX", ms))
             self._quietly(step, "share a status round")
         return asked
 
-    def _shared_round(self, key: str, stored: Any) -> tuple[dict[str, str], float] | None:
-        """A round another process stored at ``key``: its statuses and when it began, or None
+    def _shared_round(self, key: str, stored: Any) -> tuple[dict[str, Any], float] | None:
+        """A round another process stored at ``key``: its answer and when it began, or None
         (none, unreadable, or not sealed under the tier's secret)."""
         if not isinstance(stored, bytes):
             return None
@@ -162,8 +170,8 @@ class SharedSettling:
             return None
         try:
             data = json.loads(payload)
-            statuses = {str(k): str(v) for k, v in dict(data["statuses"]).items()}
-            return statuses, float(data["at"])
+            answer = data["answer"]
+            return (answer, float(data["at"])) if isinstance(answer, dict) else None
         except Exception:
             return None
 
