@@ -12,8 +12,8 @@ changes nothing and logs nothing.
 Start-up cost. Until the application imports a client library, ``instrument()`` only resolves
 the settings, makes the working memory and registers post-import hooks; wrapt is imported when
 the first adapter loads. The runtime, with its telemetry and freshness modules (and
-OpenTelemetry's API), is made by the first patched call (:class:`RuntimeOnFirstCall`), or at
-once when the application handed over providers or imported OpenTelemetry already. The
+OpenTelemetry's API), is made by the first patched call (an ``OnFirstCall``), or at once when
+the application handed over providers or imported OpenTelemetry already. The
 ``opentelemetry-instrument`` loader's :class:`~wm_middleware._loader.WorkingMemoryInstrumentor`
 drives the same :data:`INSTRUMENTATION`; only the loader and an application asking for that
 name import it, and with it OpenTelemetry's instrumentation package.
@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from . import _logs
 from ._adapters import ADAPTERS, PatchTable
 from ._core import WorkingMemory
+from ._core.lazy import OnFirstCall
 from ._settings import OPTIONS, Settings
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
@@ -51,7 +52,6 @@ __all__ = [
     "INSTRUMENTATION",
     "Instrumentation",
     "Request",
-    "RuntimeOnFirstCall",
     "instrument",
     "uninstrument",
     "wrap",
@@ -124,30 +124,6 @@ def _runtime(
     )
 
 
-class RuntimeOnFirstCall:
-    """``runtime()``: the runtime of one ``instrument()``, made at the first call, the same after.
-
-    What the patches call at each call they handle: nothing before the first one needs the
-    runtime. Made once, also when threads race for it; then a call reads one attribute.
-    """
-
-    __slots__ = ("_lock", "_made", "_make")
-
-    def __init__(self, make: Callable[[], Runtime]) -> None:
-        self._make = make
-        self._made: Runtime | None = None
-        self._lock = threading.Lock()
-
-    def __call__(self) -> Runtime:
-        made = self._made
-        if made is None:
-            with self._lock:
-                made = self._made
-                if made is None:
-                    made = self._made = self._make()
-        return made
-
-
 def _given_memory(working_memory: object) -> WorkingMemory[Any] | None:
     if working_memory is not None and not isinstance(working_memory, WorkingMemory):
         raise TypeError(
@@ -218,7 +194,8 @@ class Instrumentation:
         self.lock = threading.RLock()
         self.request: Request | None = None  # None: not instrumented
         self.memory: WorkingMemory[Any] | None = None
-        self._runtime: RuntimeOnFirstCall | None = None  # made on first need (see runtime())
+        # What the patches call at each call they handle, made by the first (see runtime()).
+        self._runtime: OnFirstCall[Runtime] | None = None
         self._table: PatchTable | None = None
 
     @property
@@ -246,7 +223,7 @@ class Instrumentation:
             settings = request.settings
             self.memory = memory = _memory(settings, request.working_memory)
             self.request = request
-            self._runtime = runtime = RuntimeOnFirstCall(
+            self._runtime = runtime = OnFirstCall(
                 functools.partial(
                     _runtime, memory, settings, request.tracer_provider, request.meter_provider
                 )

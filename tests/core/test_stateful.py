@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from hypothesis import settings
@@ -15,10 +16,6 @@ from ..conftest import FakeClock
 
 QUERIES = st.sampled_from(["a", "b", " a ", "c", "d", "e"])
 LIMITS = st.sampled_from([None, 5, 10])
-
-
-def params_of(limit: int | None) -> dict[str, Any]:
-    return {} if limit is None else {"limit": limit}
 
 
 class Model:
@@ -89,6 +86,27 @@ class Model:
                 self.evictions += 1
 
 
+@dataclass(frozen=True)
+class Asked:
+    """What a rule asks the cache about: a query as given and a limit, or none."""
+
+    query: str
+    limit: int | None
+
+    @property
+    def key(self) -> tuple[str, int | None]:
+        """What the model holds it under."""
+        return Model.key(self.query, self.limit)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The keyword arguments the cache is called with."""
+        return {} if self.limit is None else {"limit": self.limit}
+
+
+ASKED = st.builds(Asked, QUERIES, LIMITS)
+
+
 class CacheMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
@@ -101,61 +119,57 @@ class CacheMachine(RuleBasedStateMachine):
         self.counter += 1
         return self.counter
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def get(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
-        assert self.wm.get(query, **params_of(limit)) == self.model.get(key, self.clock.now)
+    @rule(asked=ASKED)
+    def get(self, asked: Asked) -> None:
+        assert self.wm.get(asked.query, **asked.params) == self.model.get(asked.key, self.clock.now)
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def search(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
+    @rule(asked=ASKED)
+    def search(self, asked: Asked) -> None:
         value = self.next_value()
-        expected = self.model.get(key, self.clock.now)
+        expected = self.model.get(asked.key, self.clock.now)
         if expected is None:
-            self.model.store(key, value, self.clock.now, pin=False)
+            self.model.store(asked.key, value, self.clock.now, pin=False)
             expected = value
-        assert self.wm.search(query, lambda: value, **params_of(limit)) == expected
+        assert self.wm.search(asked.query, lambda: value, **asked.params) == expected
 
-    @rule(query=QUERIES, limit=LIMITS, pin=st.booleans())
-    def set(self, query: str, limit: int | None, pin: bool) -> None:
+    @rule(asked=ASKED, pin=st.booleans())
+    def set(self, asked: Asked, pin: bool) -> None:
         value = self.next_value()
-        self.wm.set(query, value, pin=pin, **params_of(limit))
-        self.model.store(self.model.key(query, limit), value, self.clock.now, pin)
+        self.wm.set(asked.query, value, pin=pin, **asked.params)
+        self.model.store(asked.key, value, self.clock.now, pin)
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def has(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
-        assert self.wm.has(query, **params_of(limit)) == self.model.live(key, self.clock.now)
+    @rule(asked=ASKED)
+    def has(self, asked: Asked) -> None:
+        assert self.wm.has(asked.query, **asked.params) == self.model.live(
+            asked.key, self.clock.now
+        )
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def pin(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
+    @rule(asked=ASKED)
+    def pin(self, asked: Asked) -> None:
+        key = asked.key
         live = self.model.live(key, self.clock.now)
-        assert self.wm.pin(query, **params_of(limit)) == live
+        assert self.wm.pin(asked.query, **asked.params) == live
         if live and not self.model.entries[key][2]:
             self.model.entries[key][2] = True
             self.model.order.remove(key)
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def unpin(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
-        entry = self.model.entries.get(key)
+    @rule(asked=ASKED)
+    def unpin(self, asked: Asked) -> None:
+        entry = self.model.entries.get(asked.key)
         was_pinned = entry is not None and entry[2]
-        assert self.wm.unpin(query, **params_of(limit)) == was_pinned
+        assert self.wm.unpin(asked.query, **asked.params) == was_pinned
         if entry is not None and was_pinned:
             entry[2] = False
-            self.model.store(key, entry[0], self.clock.now, pin=False)
+            self.model.store(asked.key, entry[0], self.clock.now, pin=False)
 
-    @rule(query=QUERIES, limit=LIMITS)
-    def invalidate_one(self, query: str, limit: int | None) -> None:
-        key = self.model.key(query, limit)
-        if limit is None:
+    @rule(asked=ASKED)
+    def invalidate_one(self, asked: Asked) -> None:
+        key = asked.key
+        if asked.limit is None:  # every entry of the query, whatever its limit
             keys = [k for k in self.model.entries if k[0] == key[0]]
-            dropped = self.wm.invalidate(query)
         else:
             keys = [key] if key in self.model.entries else []
-            dropped = self.wm.invalidate(query, limit=limit)
-        assert dropped == len(keys)
+        assert self.wm.invalidate(asked.query, **asked.params) == len(keys)
         for k in keys:
             del self.model.entries[k]
             if k in self.model.order:

@@ -16,6 +16,7 @@ import pytest
 from wm_middleware._api.routes import (
     ROUTES,
     UNKNOWN_WRITE,
+    Match,
     Route,
     attempted,
     compile_template,
@@ -58,6 +59,13 @@ def _example(route: Route) -> str:
     return re.sub(r"\{(\w+)\}", lambda m: f"some-{m[1]}", route.template)
 
 
+def _found(method: str, path: str) -> Match:
+    """What the table finds for ``method path``, which must be a call to the API."""
+    found = find(method, path)
+    assert found is not None, f"{method} {path}: no route"
+    return found
+
+
 def test_a_template_matches_one_segment_per_name() -> None:
     pattern = compile_template("/ns/{ns}/document/{id}")
     found = pattern.fullmatch("/ns/team/document/doc-1")
@@ -82,8 +90,7 @@ def test_the_table_states_each_route_once() -> None:
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.template}")
 def test_every_route_is_found_by_its_own_path(route: Route) -> None:
-    found = find(route.method, _example(route))
-    assert found is not None
+    found = _found(route.method, _example(route))
     assert found.route is route
     assert found.namespace == ("some-ns" if "{ns}" in route.template else None)
     # Behind any base path too (``/v5/ns/...``, ``/api/v4/...``), as the httpx transport sees it.
@@ -105,8 +112,7 @@ def test_reads_scope_by_tags_or_namespace_and_passes_scope_nothing(route: Route)
 
 def test_unknown_calls_under_the_api_are_writes_of_the_whole_tenant() -> None:
     for path in ("/v3/brand-new", "/v4/memories/brand-new", "/ns/a/brand-new"):
-        found = find("POST", path)
-        assert found is not None
+        found = _found("POST", path)
         assert found.route is UNKNOWN_WRITE
         assert found.route.scope == "tenant"
     assert find("GET", "/v3/brand-new") is None
@@ -119,9 +125,7 @@ def test_a_namespace_named_like_an_api_root_stays_a_namespace() -> None:
     found = find_in("POST", "/v5/ns/v3/search")
     assert found is not None
     assert (found.route.operation, found.namespace) == ("search", "v3")
-    encoded = find("POST", "/ns/team%2Fa/search")
-    assert encoded is not None
-    assert encoded.namespace == "team/a"
+    assert _found("POST", "/ns/team%2Fa/search").namespace == "team/a"
 
 
 @pytest.mark.parametrize("route", ROUTES, ids=lambda r: f"{r.method} {r.template}")
@@ -135,12 +139,9 @@ def test_every_route_names_its_semconv_operation(route: Route) -> None:
 
 
 def test_reads_name_their_query_field_by_generation() -> None:
-    search3 = find("POST", "/v4/search")
-    search5 = find("POST", "/ns/a/search")
-    listed = find("POST", "/v3/documents/list")
-    assert search3 is not None
-    assert search5 is not None
-    assert listed is not None
+    search3 = _found("POST", "/v4/search")
+    search5 = _found("POST", "/ns/a/search")
+    listed = _found("POST", "/v3/documents/list")
     assert query_of(search3, {"q": "tea", "query": "no"}) == "tea"
     assert query_of(search5, {"q": "no", "query": "tea"}) == "tea"
     assert query_of(listed, {"q": "tea"}) is None
@@ -162,9 +163,7 @@ def test_reads_name_their_query_field_by_generation() -> None:
 def test_a_call_naming_one_record_names_its_id(
     method: str, path: str, body: dict[str, object], record: str | None
 ) -> None:
-    found = find(method, path)
-    assert found is not None
-    assert record_id_of(found, body) == record
+    assert record_id_of(_found(method, path), body) == record
 
 
 @pytest.mark.parametrize(
@@ -183,9 +182,7 @@ def test_a_call_naming_one_record_names_its_id(
 def test_the_records_a_write_attempts(
     method: str, path: str, body: dict[str, object], count: int | None
 ) -> None:
-    found = find(method, path)
-    assert found is not None
-    assert attempted(found, body) == count
+    assert attempted(_found(method, path), body) == count
 
 
 def test_scopes_are_plain_tuples_a_tenant_scope_reads_back() -> None:

@@ -66,7 +66,7 @@ def test_a_client_target_is_reached_with_the_tiers_own_timeouts(redis_url: str) 
     given: Any = redis.Redis.from_url(redis_url, socket_timeout=30)
     tier = patient_tier(given)
     assert tier.load("q", (), 60.0, lambda: 1).outcome == "fetched"
-    main = tier._process.sync.main  # type: ignore[union-attr]
+    main = tier._process.sync_conns().main  # type: ignore[union-attr]
     assert main.connection_pool.connection_kwargs["socket_timeout"] == PATIENT
     retry = main.connection_pool.connection_kwargs["retry"]
     # At most one immediate retry, on a broken connection only: never on a timeout.

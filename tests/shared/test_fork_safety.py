@@ -12,13 +12,13 @@ from .conftest import patient_tier
 def test_connections_are_made_in_the_process_that_uses_them(redis_url: str) -> None:
     tier = patient_tier(redis_url)
     tier.load("q", (), 60.0, lambda: "v")
-    parent_id = tier._process.sync.main.client_id()  # type: ignore[union-attr]
+    parent_id = tier._process.sync_conns().main.client_id()  # type: ignore[union-attr]
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: a forked gunicorn/Celery worker
         try:
             result = tier.load("q", (), 60.0, lambda: "child fetched")
-            child_id = tier._process.sync.main.client_id()  # type: ignore[union-attr]
+            child_id = tier._process.sync_conns().main.client_id()  # type: ignore[union-attr]
             deadline = time.monotonic() + 5
             while not tier.subscribed and time.monotonic() < deadline:
                 time.sleep(0.01)

@@ -578,6 +578,7 @@ _AFTER: Final[dict[str, Callable[[Load, Any], Action]]] = {
 # -- values ----------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True)
 class Values:
     """How a value becomes an envelope and back: JSON (or the caller's codec), never pickle.
 
@@ -589,29 +590,22 @@ class Values:
     one, any entry with matching tokens is served: whoever can write the keys chooses the value.
     """
 
-    def __init__(
-        self,
-        encode: Callable[[Any], bytes | None],
-        decode: Callable[[bytes], Any],
-        max_value_bytes: int,
-        mac_key: bytes | None = None,
-    ) -> None:
-        self._encode = encode
-        self._decode = decode
-        self._max = max_value_bytes
-        self._mac_key = mac_key
+    dumps: Callable[[Any], bytes | None]  # the tier's ``encode``
+    loads: Callable[[bytes], Any]  # its ``decode``
+    max_value_bytes: int
+    mac_key: bytes | None = field(default=None, repr=False)  # never shown
 
     def envelope(
         self, signature: str, value: Any, seconds: float, plan: Plan, codec: SharedCodec | None
     ) -> bytes:
         try:
             shared = value if codec is None else codec.dump(value)
-            payload = None if shared is None and codec is not None else self._encode(shared)
+            payload = None if shared is None and codec is not None else self.dumps(shared)
         except Exception:
             payload = None
         created = int(time.time() * 1000)
         head = b"%s %s %d" % (SCHEMA, signature.encode(), created + plan.ttl_ms)
-        if payload is None or len(payload) > self._max:
+        if payload is None or len(payload) > self.max_value_bytes:
             return self._sealed(plan.entry, b"%s local %d" % (head, created), b"")
         header = b"%s json %d %d" % (head, created, int(seconds * 1000))
         return self._sealed(plan.entry, header, payload)
@@ -619,19 +613,19 @@ class Values:
     def authentic(self, entry: str, header: bytes, payload: bytes) -> bool:
         """Whether the entry read at ``entry`` is one this tier's secret sealed there (always
         True without a secret)."""
-        if self._mac_key is None:
+        if self.mac_key is None:
             return True
         head, _, mac = header.rpartition(b" ")
-        return hmac.compare_digest(mac, _mac(self._mac_key, entry, head, payload))
+        return hmac.compare_digest(mac, _mac(self.mac_key, entry, head, payload))
 
     def decode(self, payload: bytes, codec: SharedCodec | None) -> Any:
-        value = self._decode(payload)
+        value = self.loads(payload)
         return value if codec is None else codec.load(value)
 
     def _sealed(self, entry: str, header: bytes, payload: bytes) -> bytes:
-        if self._mac_key is None:
+        if self.mac_key is None:
             return b"%s\n%s" % (header, payload)
-        return b"%s %s\n%s" % (header, _mac(self._mac_key, entry, header, payload), payload)
+        return b"%s %s\n%s" % (header, _mac(self.mac_key, entry, header, payload), payload)
 
 
 def _left(header: bytes) -> float | None:

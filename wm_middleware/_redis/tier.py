@@ -8,6 +8,7 @@ loop's own.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import os
@@ -21,6 +22,7 @@ from typing import Any, Final, Literal
 from redis.exceptions import RedisError
 
 from .._core import InvalidationSink, SharedCodec, TierResult
+from .._core.lazy import OnFirstCall
 from .._core.tier import SettleBoard
 from .breaker import Breaker
 from .connections import (
@@ -68,8 +70,10 @@ class _Process:
         # A blocked BLMOVE lasts up to the lease: its socket must wait longer.
         self._blocking_timeout = tier._lease + tier._op_timeout
         self.pid = os.getpid()
-        self.lock = threading.Lock()
-        self.sync: Conns | None = None
+        self.lock = threading.Lock()  # guards loops
+        self.sync_conns = OnFirstCall(
+            functools.partial(_sync_conns, self._endpoint, self._timeout, self._blocking_timeout)
+        )
         self.loops: dict[int, tuple[weakref.ref[asyncio.AbstractEventLoop], Conns]] = {}
         self.subscriber = Subscriber(
             tier._endpoint,
@@ -80,18 +84,6 @@ class _Process:
             _weak_call(tier._replay),
             (tier._layout.settling_channel, _weak_heard(tier._heard_settle)),
         )
-
-    def sync_conns(self) -> Conns:
-        conns = self.sync
-        if conns is None:
-            with self.lock:
-                conns = self.sync
-                if conns is None:
-                    conns = self.sync = Conns(
-                        sync_client(self._endpoint, self._timeout, self._timeout),
-                        sync_client(self._endpoint, self._blocking_timeout, self._timeout),
-                    )
-        return conns
 
     def loop_conns(self) -> Conns:
         """The running event loop's own connections (asyncio clients are bound to a loop)."""
@@ -113,8 +105,8 @@ class _Process:
 
     def close(self, wait: float) -> None:
         self.subscriber.stop(wait)
+        conns = self.sync_conns.take()
         with self.lock:
-            conns, self.sync = self.sync, None
             loops, self.loops = list(self.loops.values()), {}
         if conns is not None:
             close_client(conns.main)
@@ -504,6 +496,13 @@ class RedisTier:
                     process = self._process = _Process(self)
                     process.subscriber.start()
         return process
+
+
+def _sync_conns(endpoint: Endpoint, timeout: float, blocking_timeout: float) -> Conns:
+    return Conns(
+        sync_client(endpoint, timeout, timeout),
+        sync_client(endpoint, blocking_timeout, timeout),
+    )
 
 
 def _exchange(conns: Conns, action: Run | Block) -> Any:
