@@ -144,6 +144,17 @@ def test_with_the_sdk_imported_first_instrument_loads_only_what_the_patch_needs(
     assert [name for name in first if name.startswith(NOT_FOR_PATCHING)] == []
 
 
+# What an application setting up tracing runs: the global provider, its spans kept in memory.
+SET_A_TRACER_PROVIDER = (
+    "from opentelemetry import trace\n"
+    "from opentelemetry.sdk.trace import TracerProvider, export\n"
+    "from opentelemetry.sdk.trace.export import in_memory_span_exporter\n"
+    "exporter = in_memory_span_exporter.InMemorySpanExporter()\n"
+    "provider = TracerProvider()\n"
+    "provider.add_span_processor(export.SimpleSpanProcessor(exporter))\n"
+    "trace.set_tracer_provider(provider)\n"
+)
+
 # What the patch of an SDK imported already leaves to the first patched call: the runtime's
 # freshness and telemetry modules, and OpenTelemetry's API with them (benchmarks/bench_startup.py).
 MADE_BY_THE_FIRST_CALL = (
@@ -164,15 +175,7 @@ def test_with_the_sdk_imported_first_the_first_call_makes_the_runtime_and_is_cac
         "loaded = lambda names: [name for name in names if name in sys.modules]\n"
         "import supermemory\n"
         "memory = wm_middleware.instrument()\n"
-        "deferred = loaded(later)\n"
-        "from opentelemetry import trace\n"
-        "from opentelemetry.sdk.trace import TracerProvider, export\n"
-        "from opentelemetry.sdk.trace.export import in_memory_span_exporter\n"
-        "exporter = in_memory_span_exporter.InMemorySpanExporter()\n"
-        "provider = TracerProvider()\n"
-        "provider.add_span_processor(export.SimpleSpanProcessor(exporter))\n"
-        "trace.set_tracer_provider(provider)\n"
-        "runtime = loaded(later[:2])\n",
+        "deferred = loaded(later)\n" + SET_A_TRACER_PROVIDER + "runtime = loaded(later[:2])\n",
         "spans = exporter.get_finished_spans()\n"
         "results = [span.attributes.get('wm.cache.result') for span in spans]\n"
         "stats = memory.stats()\n"
@@ -439,14 +442,7 @@ def test_hits_are_traced_once_the_application_sets_a_tracer_provider_after_they_
     the hits that follow the application's provider are traced through it."""
     found = two_searches(
         "memory = wm_middleware.instrument()\n",
-        "from opentelemetry import trace\n"
-        "from opentelemetry.sdk.trace import TracerProvider, export\n"
-        "from opentelemetry.sdk.trace.export import in_memory_span_exporter\n"
-        "exporter = in_memory_span_exporter.InMemorySpanExporter()\n"
-        "provider = TracerProvider()\n"
-        "provider.add_span_processor(export.SimpleSpanProcessor(exporter))\n"
-        "trace.set_tracer_provider(provider)\n"
-        "search()\n"
+        SET_A_TRACER_PROVIDER + "search()\n"
         "search()\n"
         "spans = exporter.get_finished_spans()\n"
         "stats = memory.stats()\n"

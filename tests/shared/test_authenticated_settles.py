@@ -56,6 +56,12 @@ def boards(redis_url: str) -> Iterator[Pair]:
         yield make
 
 
+def _settling(writer: SharedSettling, reader: SharedSettling, seconds: float = 30.0) -> None:
+    """The writer settles ``SCOPE`` for ``seconds``; returns once the reader has heard it."""
+    writer.begin([SCOPE], seconds)
+    wait_until(lambda: reader.deadline([SCOPE]) is not None, what="the settle")
+
+
 def _heard_after(writer: SharedSettling, reader: SharedSettling) -> None:
     """Once this returns, the reader has handled everything published before it."""
     writer.begin([SENTINEL], 30.0)
@@ -82,8 +88,7 @@ def test_an_end_published_without_the_secrets_mac_ends_no_settle(
     boards: Pair, raw: redis.Redis
 ) -> None:
     writer, reader = boards(SECRET)
-    writer.begin([SCOPE], 30.0)
-    wait_until(lambda: reader.deadline([SCOPE]) is not None, what="the settle")
+    _settling(writer, reader)
     for origin in (writer.origin, ""):  # the writer's token is on the channel for all to see
         raw.publish(CHANNEL, json.dumps({"e": [_text(SCOPE)], "d": 2**45, "o": origin}))
     _heard_after(writer, reader)
@@ -99,13 +104,11 @@ def test_a_replayed_end_does_not_end_a_later_settle_of_the_scope(
     writer, reader = boards(SECRET)
     with raw.pubsub() as listener:
         listener.subscribe(CHANNEL)
-        writer.begin([SCOPE], 10.0)
-        wait_until(lambda: reader.deadline([SCOPE]) is not None, what="the first settle")
+        _settling(writer, reader, 10.0)  # the first settle
         writer.end([SCOPE])
         wait_until(lambda: reader.deadline([SCOPE]) is None, what="its end")
         ends = _captured(listener, b'"e"')
-    writer.begin([SCOPE], 30.0)  # a later write of the scope
-    wait_until(lambda: reader.deadline([SCOPE]) is not None, what="the later settle")
+    _settling(writer, reader)  # a later write of the scope
     for end in ends:
         raw.publish(CHANNEL, end)
     _heard_after(writer, reader)
@@ -135,8 +138,7 @@ def test_without_a_secret_announcements_are_plain_and_still_heard(
     boards: Pair, raw: redis.Redis
 ) -> None:
     writer, reader = boards(None)
-    writer.begin([SCOPE], 30.0)
-    wait_until(lambda: reader.deadline([SCOPE]) is not None, what="the settle")
+    _settling(writer, reader)
     assert int(raw.hget(HASH, _text(SCOPE)) or 0) > 0  # the deadline, as it is
     writer.end([SCOPE])
     wait_until(lambda: reader.deadline([SCOPE]) is None, what="its end")

@@ -65,6 +65,11 @@ class InvalidationSink(Protocol):
         ...
 
 
+Answers = Callable[[dict[str, Any], float], bool]
+"""Whether another process's status answer, requested at the epoch seconds given, answers a
+status round here."""
+
+
 class SettleBoard(Protocol):
     """Which scopes settle anywhere in the fleet (a tier's ``settles()``): one process's write
     announced, every process's reads of the scope capped until it ends."""
@@ -87,18 +92,13 @@ class SettleBoard(Protocol):
         ...
 
     def status_round(
-        self,
-        scopes: Iterable[Hashable],
-        since: float,
-        seconds: float,
-        ask: Callable[[], Any],
-        answers: Callable[[dict[str, Any]], bool] | None = None,
+        self, scopes: Iterable[Hashable], seconds: float, ask: Callable[[], Any], answers: Answers
     ) -> tuple[Any, float] | None:
         """One status round for the tenant of ``scopes`` for the whole fleet: another
-        process's answer (a JSON object) begun after ``since`` (epoch seconds) that ``answers``
-        this round (default: any), or ``ask()`` here under the tenant's lease, shared for
-        ``seconds``; with when its request began (epoch seconds). ``None``: another process
-        makes it now, or ``ask`` failed (returned ``None``)."""
+        process's answer (a JSON object) if ``answers(answer, began)`` says it answers this
+        round, or ``ask()`` here under the tenant's lease, shared for ``seconds``; with when
+        its request began (epoch seconds). ``None``: another process makes it now, or ``ask``
+        failed (returned ``None``)."""
         ...
 
 

@@ -404,16 +404,22 @@ class _Fleet:
         self.seconds = seconds
 
     def round(
-        self, ask: Callable[[], Any], answers: Callable[[dict[str, Any]], bool] | None = None
+        self, ask: Callable[[], Any], about: Callable[[dict[str, Any]], bool] = lambda _: True
     ) -> tuple[dict[str, Any], float] | None:
-        """``ask()``'s answer (a JSON object), or another process's that ``answers`` the round,
-        with when its request began (monotonic); ``None`` when none is had this round."""
+        """``ask()``'s answer (a JSON object), or another process's: one requested since the
+        copy to confirm was fetched and ``about`` what this round asks; with when its request
+        began (monotonic). ``None`` when none is had this round."""
         if self.board is None:
             began = time.monotonic()
             got = ask()
             return None if got is None else (got, began)
         offset = _epoch_offset()
-        got = self.board.status_round(self.scopes, self.since + offset, self.seconds, ask, answers)
+        since = self.since + offset
+
+        def answers(answer: dict[str, Any], began: float) -> bool:
+            return began >= since and about(answer)
+
+        got = self.board.status_round(self.scopes, self.seconds, ask, answers)
         return None if got is None else (got[0], got[1] - offset)
 
 
@@ -468,7 +474,7 @@ def _ask(
         status = "unknown" if got is NOT_FOUND else status_of(got)
         return {"document": oldest.id, "status": status, "written": written}
 
-    def answers(found: dict[str, Any]) -> bool:
+    def about(found: dict[str, Any]) -> bool:
         """About this document, or about one written no later that is still pending."""
         if found.get("document") == oldest.id:
             return True
@@ -477,7 +483,7 @@ def _ask(
         except (KeyError, TypeError, ValueError):  # not an answer of this library's
             return False
 
-    answer = fleet.round(one_document, answers)
+    answer = fleet.round(one_document, about)
     if answer is None:
         return None
     found, began = answer

@@ -44,9 +44,10 @@ import os
 import secrets
 import threading
 import time
-from collections.abc import Callable, Hashable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Iterator
 from typing import Any
 
+from .._core.tier import Answers
 from .encoding import canonical_key, key_from_canonical
 from .protocol import Layout
 from .scripts import BEGIN_SETTLE, Run
@@ -120,23 +121,17 @@ class SharedSettling:
         return any(by != origin for by, _ in self._covering(scopes))
 
     def status_round(
-        self,
-        scopes: Iterable[Hashable],
-        since: float,
-        seconds: float,
-        ask: Callable[[], Any],
-        answers: Callable[[dict[str, Any]], bool] | None = None,
+        self, scopes: Iterable[Hashable], seconds: float, ask: Callable[[], Any], answers: Answers
     ) -> tuple[Any, float] | None:
         """One status round for the tenant of ``scopes``, made once for the whole fleet.
 
-        The answer another process stored for the tenant, if its request began after ``since``
-        (epoch seconds: when the copy it is to confirm was fetched) and ``answers`` it says it
-        answers this round (default: any does); else, under the tenant's lease (held
-        ``seconds``), ``ask()`` here, its answer (a JSON object) stored for ``seconds`` for the
-        other processes. Returns the answer with when its request began (epoch seconds);
-        ``None`` when another process is making the round now (no request here this round:
-        the read fetches, as an uncached one would) or ``ask`` failed. Without the tier (a
-        Redis error), ``ask()`` as one process would.
+        The answer another process stored for the tenant, if ``answers(answer, began)`` says
+        it answers this round (``began``: when its request began, epoch seconds); else, under
+        the tenant's lease (held ``seconds``), ``ask()`` here, its answer (a JSON object)
+        stored for ``seconds`` for the other processes. Returns the answer with when its
+        request began (epoch seconds); ``None`` when another process is making the round now
+        (no request here this round: the read fetches, as an uncached one would) or ``ask``
+        failed. Without the tier (a Redis error), ``ask()`` as one process would.
         """
         tenant = next((t for t in map(self._layout.tenant, scopes) if t is not None), None)
         if tenant is None:
@@ -145,8 +140,7 @@ class SharedSettling:
         ms = max(int(seconds * 1000), 1)
         try:
             shared = self._shared_round(key, self._send(Run(("GET", key))))
-            fits = answers or (lambda _: True)
-            if shared is not None and shared[1] >= since and fits(shared[0]):
+            if shared is not None and answers(*shared):
                 return shared
             if not self._send(Run(("SET", lease, self.origin, "NX", "PX", ms))):
                 return None
@@ -267,36 +261,35 @@ class SharedSettling:
     # -- state ---------------------------------------------------------------------------------
     def _apply(self, texts: Iterable[str], deadline_ms: int, origin: str) -> None:
         with self._lock:
-            for text in texts:
-                try:
-                    scope = key_from_canonical(text)
-                except Exception:
-                    continue
+            for scope in _scopes(texts):
                 self._deadlines.setdefault(scope, {})[origin] = deadline_ms
 
     def _forget(self, texts: Iterable[str], origin: str, upto_ms: int) -> None:
         """The end of ``origin``'s settles of ``texts`` that end by ``upto_ms`` (and of those
         of unknown origin, read from the hash, that do: the end's HDEL removed them)."""
         with self._lock:
-            for text in texts:
-                try:
-                    scope = key_from_canonical(text)
-                except Exception:
-                    continue
-                settles = self._deadlines.get(scope)
-                if settles is None:
-                    continue
+            for scope in _scopes(texts):
+                settles = self._deadlines.get(scope, {})
                 for by in (origin, ""):
                     if settles.get(by, upto_ms + 1) <= upto_ms:
                         del settles[by]
                 if not settles:
-                    del self._deadlines[scope]
+                    self._deadlines.pop(scope, None)
 
     def _quietly(self, step: Run, what: str) -> None:
         try:
             self._send(step)
         except Exception:
             logger.debug("wm_middleware: could not %s", what, exc_info=True)
+
+
+def _scopes(texts: Iterable[str]) -> Iterator[Hashable]:
+    """The scopes named by ``texts`` (canonical keys); a text that names none is passed over."""
+    for text in texts:
+        try:
+            yield key_from_canonical(text)
+        except Exception:
+            continue
 
 
 def _monotonic(epoch_ms: int) -> float:
