@@ -408,6 +408,25 @@ def test_drop_local_drops_and_detaches_without_calling_the_tier(tier: LocalTier)
     assert wm.lookup("k2") is MISSING
 
 
+def test_every_drop_is_heard_by_the_memorys_drop_listeners(tier: LocalTier) -> None:
+    """Whatever keeps copies beside the memory hears each drop: invalidations here, another
+    process's through the tier (``drop_local``)."""
+    wm: WorkingMemory[str] = WorkingMemory(shared=tier)
+    heard: list[tuple[tuple[Hashable, ...], tuple[Hashable, ...], bool]] = []
+    wm.on_drop(lambda keys, scopes, everything: heard.append((keys, scopes, everything)))
+    wm.set("q", "v", limit=1)
+    wm.invalidate("q", limit=1)
+    wm.invalidate_scope("tenant", "tag")
+    wm.drop_local(keys=("k",), scopes=("other",))
+    wm.clear()
+    assert heard == [
+        ((make_key("q", {"limit": 1}),), (), False),
+        ((), ("tenant", "tag"), False),
+        (("k",), ("other",), False),
+        ((), (), True),
+    ]
+
+
 class BrokenTier(LocalTier):
     """A tier whose invalidation and counters raise: the memory must carry on regardless."""
 

@@ -123,6 +123,27 @@ async def test_a_write_indexed_before_a_younger_one_shows_while_the_younger_is_p
     assert sdk.status_checks(emulator) >= 1
 
 
+async def test_a_copy_is_never_served_once_the_memory_dropped_its_entries(
+    sdk: Sdk, mode: str, emulator: EmulatorServer
+) -> None:
+    """A copy kept for a status check to confirm goes with the memory's entries: after an
+    invalidation by hand (here ``clear()``), the read fetches, documents pending or not."""
+    memory: wm_middleware.WorkingMemory[Any] = wm_middleware.WorkingMemory()
+    cached = wm_middleware.wrap(
+        sdk.client(mode, emulator.base_url), working_memory=memory, settle_interval=0.2
+    )
+    for _ in range(3):
+        await done(sdk.search(cached))  # one fetch, two hits: credits for a status check
+    emulator.set_indexing_delay(3600.0)
+    await done(sdk.add(cached, "The user likes espresso"))
+    await done(sdk.search(cached))  # fetched while pending: the copy a check could confirm
+    await asyncio.sleep(0.2)  # its life (0.15 s) is over
+    memory.clear()
+    checks, reads = sdk.status_checks(emulator), sdk.reads(emulator)
+    await done(sdk.search(cached))
+    assert (sdk.status_checks(emulator), sdk.reads(emulator)) == (checks, reads + 1)
+
+
 async def shows(sdk: Sdk, client: Any, fact: str) -> None:
     """Search with ``client`` until an answer mentions ``fact`` (bounded: 400 tries 10 ms apart,
     a guard, not a measurement)."""

@@ -43,6 +43,8 @@ if TYPE_CHECKING:
     T = TypeVar("T")
     _Led = tuple[Any, LeaderOutcome]  # what a leader's work returns: the value, what it found
     _Attempt = tuple[bool, Any]  # how a call ended: (returned, its value or its exception)
+    # A drop listener (see on_drop): the keys and scopes dropped, or everything.
+    Dropped = Callable[[tuple[Hashable, ...], tuple[Hashable, ...], bool], None]
 else:
     from .generic import Generic, T
 
@@ -383,6 +385,7 @@ class _KeyedMemory:
         self._flights = Group()
         self._counts = Counters()
         self._settling = Settlements(clock, self._drop_settled)
+        self._dropped: list[Dropped] = []  # listeners, called after each drop (see on_drop)
         self._leader = _Leader(
             self._store,
             self._lock,
@@ -528,8 +531,18 @@ class _KeyedMemory:
         with self._flights.forgetting(keys, scopes, everything=everything), self._lock:
             if everything:
                 self._keys.clear()  # the query text it holds lives no longer than the entries
-                return self._store.clear()
-            return self._store.drop(keys, scopes)
+                dropped = self._store.clear()
+            else:
+                dropped = self._store.drop(keys, scopes)
+        for listener in self._dropped:  # outside the locks: a listener may take its own
+            listener(keys, scopes, everything)
+        return dropped
+
+    def on_drop(self, listener: Dropped) -> None:
+        """Call ``listener(keys, scopes, everything)`` after every drop of this process's
+        entries: each invalidation here, and another process's heard through the shared tier
+        (whatever keeps copies beside the memory forgets them with it). It must not raise."""
+        self._dropped.append(listener)
 
     def __len__(self) -> int:
         """Entries stored now, pinned ones included."""

@@ -13,7 +13,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable, Iterable
+from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Literal
 
@@ -123,8 +123,9 @@ class Freshness:
         self._saved: dict[Hashable, _Saved] = {}  # lock
         self.checks = StatusChecks(telemetry, self._pending, max(1.0, min(5.0, 2 * interval)))
         self.shared = _shared_settling(memory) if enabled else None
-        if memory.shared is not None and enabled:
-            memory.shared.bind(self)  # another process's invalidation drops our copies too
+        # Whatever the memory drops (a write, an invalidation by hand, another process's heard
+        # through the tier), its copies are forgotten with it.
+        memory.on_drop(self._forget_copies)
 
     # -- writes --------------------------------------------------------------------------------
     def written(self, scopes: tuple[Hashable, ...], follow: Follow | None, answer: Any) -> None:
@@ -132,7 +133,7 @@ class Freshness:
 
         Never raises: freshness is best effort around a write that has already happened.
         """
-        self.drop_local(scopes=scopes)
+        self._forget_copies((), scopes, False)
         if not self.enabled or follow is None or not scopes:
             return
         try:
@@ -266,23 +267,18 @@ class Freshness:
 
         return fetch_spent
 
-    def drop_local(
-        self,
-        *,
-        keys: Iterable[Hashable] = (),
-        scopes: Iterable[Hashable] = (),
-        everything: bool = False,
-    ) -> int:
-        """Forget the copies of ``keys`` and of ``scopes`` (a write, or another process's
-        invalidation heard through the shared tier): they may no longer be what the API says."""
-        keys, scopes = set(keys), set(scopes)
+    def _forget_copies(
+        self, keys: tuple[Hashable, ...], scopes: tuple[Hashable, ...], everything: bool
+    ) -> None:
+        """Forget the copies of ``keys`` and of ``scopes`` (or all): dropped from the memory,
+        they may no longer be what the API says."""
+        keys_, scopes_ = set(keys), set(scopes)
         with self._lock:
             if everything:
                 self._saved.clear()
-                return 0
-            for key in [k for k, s in self._saved.items() if k in keys or s.scopes & scopes]:
+                return
+            for key in [k for k, s in self._saved.items() if k in keys_ or s.scopes & scopes_]:
                 del self._saved[key]
-        return 0
 
     @property
     def pending(self) -> int:
