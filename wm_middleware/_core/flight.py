@@ -471,7 +471,9 @@ class Group:
             if not (in_task and ours) or isinstance(error, _LEAVE_A_TASK):
                 raise
         finally:
-            _LEADING.reset(token)
+            # Closed by the collector from another context (see above): its mark is no one's.
+            with contextlib.suppress(ValueError):
+                _LEADING.reset(token)
 
     def _end(
         self,
