@@ -112,7 +112,17 @@ def _runtime(
     from ._runtime import Runtime
     from ._telemetry import Telemetry
 
-    telemetry = Telemetry(tracer_provider, meter_provider, settings)
+    try:
+        telemetry = Telemetry(tracer_provider, meter_provider, settings)
+    except Exception:  # a provider that fails (made at a patched call: it must not fail it)
+        from opentelemetry.metrics import NoOpMeterProvider
+        from opentelemetry.trace import NoOpTracerProvider
+
+        _logs.logger().warning(
+            "wm_middleware: telemetry could not be set up; calls are cached, not traced",
+            exc_info=True,
+        )
+        telemetry = Telemetry(NoOpTracerProvider(), NoOpMeterProvider(), settings)
     return Runtime(
         memory,
         telemetry,

@@ -450,3 +450,36 @@ def test_hits_are_traced_once_the_application_sets_a_tracer_provider_after_they_
         "                  'hits': stats.hits, 'misses': stats.misses}))\n",
     )
     assert found == ({"results": ["hit", "hit"], "hits": 3, "misses": 1}, 1)
+
+
+def test_a_tracer_provider_that_fails_at_the_first_call_fails_no_call(
+    two_searches: TwoSearches,
+) -> None:
+    """The runtime is made by the first patched call: a global provider that raises then is
+    logged, and the calls are cached, untraced, as if no provider were set."""
+    found = two_searches(
+        "from opentelemetry import trace\n"
+        "class Broken(trace.NoOpTracerProvider):\n"
+        "    def get_tracer(self, *args, **kwargs):\n"
+        "        raise RuntimeError('broken provider')\n"
+        "trace.set_tracer_provider(Broken())\n"
+        "import logging\n"
+        "logged = []\n"
+        "class Keep(logging.Handler):\n"
+        "    def emit(self, record):\n"
+        "        logged.append(record.getMessage())\n"
+        "logging.getLogger('wm_middleware').addHandler(Keep())\n"
+        "memory = wm_middleware.instrument()\n",
+        "stats = memory.stats()\n"
+        "print(json.dumps({'hits': stats.hits, 'misses': stats.misses, 'logged': logged}))\n",
+    )
+    assert found == (
+        {
+            "hits": 1,
+            "misses": 1,
+            "logged": [
+                "wm_middleware: telemetry could not be set up; calls are cached, not traced"
+            ],
+        },
+        1,
+    )
