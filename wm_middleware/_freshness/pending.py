@@ -272,12 +272,12 @@ class Freshness:
     ) -> None:
         """Forget the copies of ``keys`` and of ``scopes`` (or all): dropped from the memory,
         they may no longer be what the API says."""
-        keys_, scopes_ = set(keys), set(scopes)
         with self._lock:
             if everything:
                 self._saved.clear()
                 return
-            for key in [k for k, s in self._saved.items() if k in keys_ or s.scopes & scopes_]:
+            gone, covered = set(keys), set(scopes)
+            for key in [k for k, s in self._saved.items() if k in gone or s.scopes & covered]:
                 del self._saved[key]
 
     @property
