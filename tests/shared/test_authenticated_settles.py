@@ -77,11 +77,14 @@ def test_a_begin_published_without_the_secrets_mac_settles_nothing(
     with caplog.at_level(logging.WARNING, logger="wm_middleware"):
         raw.publish(CHANNEL, json.dumps(forged))
         raw.publish(CHANNEL, b"0" * 64 + b" " + json.dumps(forged).encode())
+        raw.publish(CHANNEL, json.dumps({**forged, "o": "y"}))
         _heard_after(writer, reader)
     assert reader.deadline([SCOPE]) is None
     assert not reader.foreign([SCOPE])
     refused = [r for r in caplog.records if "settle announcement failed its MAC" in r.message]
-    assert len(refused) == 2  # once by each board that heard them, however many
+    # Once by each board, however many: the reader's is in; the writer's subscriber may not
+    # have read the channel this far yet.
+    assert 1 <= len(refused) <= 2
 
 
 def test_an_end_published_without_the_secrets_mac_ends_no_settle(
