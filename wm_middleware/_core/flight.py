@@ -471,8 +471,7 @@ class Group:
             if not (in_task and ours) or isinstance(error, _LEAVE_A_TASK):
                 raise
         finally:
-            # Closed by the collector from another context (see above): its mark is no one's.
-            with contextlib.suppress(ValueError):
+            with contextlib.suppress(ValueError):  # closed from another context (see above)
                 _LEADING.reset(token)
 
     def _end(

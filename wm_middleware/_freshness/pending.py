@@ -431,34 +431,43 @@ def _ask(
     request failed.
 
     3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x API
-    without that list: the oldest document asked about (documents are indexed roughly in
-    order: while it is pending the younger ones are too, most likely). A document that answers
-    404 is pending (deleted, or not known yet where the API looked): ``settle_max`` bounds it.
-    With a shared tier either is one request a round for the tenant's whole fleet: another
-    process's list answers for every document, its document for the ones written after it
-    while it is pending."""
+    without that list: the oldest document asked about (see :func:`_ask_oldest`). With a shared
+    tier either is one request a round for the tenant's whole fleet: another process's list
+    answers for every document, its document for the ones written after it while it is
+    pending."""
     links = [doc.link for doc in asked if doc.link is not None]
-    if tenant.generation == 3 and not tenant.per_document:
-        route = LIST_PROCESSING
+    if tenant.generation != 3 or tenant.per_document:
+        return _ask_oldest(checks, tenant, asked, fleet, links)
+    route = LIST_PROCESSING
 
-        def processing() -> Any:
-            got = checks.get(
-                tenant.base_url, tenant.headers, route.template, route.operation, links
-            )
-            if got is None or got is NOT_FOUND:
-                return got
-            documents = field_of(got, "documents") or ()
-            return {str(field_of(d, "id")): str(field_of(d, "status")) for d in documents}
+    def processing() -> Any:
+        got = checks.get(tenant.base_url, tenant.headers, route.template, route.operation, links)
+        if got is None or got is NOT_FOUND:
+            return got
+        documents = field_of(got, "documents") or ()
+        return {str(field_of(d, "id")): str(field_of(d, "status")) for d in documents}
 
-        answer = fleet.round(processing)
-        if answer is None:
-            return None
-        listed, began = answer
-        if listed is NOT_FOUND:
-            tenant.per_document = True  # the next round asks about a document
-            return None
-        statuses = {str(k): str(v) for k, v in listed.items()}  # another process's, maybe
-        return {doc.id: statuses.get(doc.id, "done") for doc in asked}, began
+    answer = fleet.round(processing)
+    if answer is None:
+        return None
+    listed, began = answer
+    if listed is NOT_FOUND:
+        tenant.per_document = True  # the next round asks about a document
+        return None
+    statuses = {str(k): str(v) for k, v in listed.items()}  # another process's, maybe
+    return {doc.id: statuses.get(doc.id, "done") for doc in asked}, began
+
+
+def _ask_oldest(
+    checks: StatusChecks,
+    tenant: _Tenant,
+    asked: list[_Doc],
+    fleet: _Fleet,
+    links: list[SpanContext],
+) -> tuple[dict[str, str], float] | None:
+    """:func:`_ask` by the oldest document asked about: documents are indexed roughly in order,
+    so while it is pending the younger ones are too, most likely. A document that answers 404
+    is pending (deleted, or not known yet where the API looked): ``settle_max`` bounds it."""
     oldest = asked[0]
     path = document_path(tenant.generation, oldest.id, oldest.namespace)
     written = oldest.written + _epoch_offset()  # epoch seconds: other processes compare it
