@@ -170,6 +170,36 @@ class _Accounts:
             )
         self.report("forged", started)
 
+    def replay(self, conns: Callable[[], Any]) -> None:
+        """Deliver pending invalidations now on ``conns()``, if the breaker lets us (sync, on any
+        thread; one thread at a time, so a message is not published twice by two threads)."""
+        if not self.pending:
+            return
+        with self.replaying:
+            if not self.pending:
+                return
+            if not self._breaker.allow():
+                self.failed(time.perf_counter(), ConnectionError("circuit breaker open"))
+                return
+            flush = self.flush()
+            if flush is None:
+                self._breaker.succeeded()  # delivered meanwhile by another thread
+                return
+            main = conns().main
+            step: Run | None = flush.start()
+            while step is not None:
+                started = time.perf_counter()
+                try:
+                    reply = run(main, step)
+                except _TIER_ERRORS as error:
+                    self.failed(started, error)
+                    step = flush.failed(error)
+                else:
+                    self.succeeded()
+                    step = flush.replied(reply)
+            if flush.ok:
+                self.flushed(flush)
+
     def flush(self) -> Flush | None:
         items = self.pending.snapshot()
         return Flush(items, self._layout) if items else None
@@ -433,38 +463,8 @@ class RedisTier:
         )
 
     def _replay(self) -> None:
-        """Deliver pending invalidations now, if the breaker lets us (sync, on any thread; one
-        thread at a time, so a message is not published twice by two threads)."""
-        if not self._accounts.pending:
-            return
-        with self._accounts.replaying:
-            self._replay_locked()
-
-    def _replay_locked(self) -> None:
-        accounts = self._accounts
-        if not accounts.pending:
-            return
-        if not self._breaker.allow():
-            accounts.failed(time.perf_counter(), ConnectionError("circuit breaker open"))
-            return
-        flush = accounts.flush()
-        if flush is None:
-            self._breaker.succeeded()  # delivered meanwhile by another thread
-            return
-        conns = self._proc().sync_conns()
-        step: Run | None = flush.start()
-        while step is not None:
-            started = time.perf_counter()
-            try:
-                reply = run(conns.main, step)
-            except _TIER_ERRORS as error:
-                accounts.failed(started, error)
-                step = flush.failed(error)
-            else:
-                accounts.succeeded()
-                step = flush.replied(reply)
-        if flush.ok:
-            accounts.flushed(flush)
+        """Deliver pending invalidations now, if the breaker lets us (see ``_Accounts.replay``)."""
+        self._accounts.replay(lambda: self._proc().sync_conns())
 
     # -- process, connections ------------------------------------------------------------------
     def _begin(
