@@ -48,14 +48,7 @@ if TYPE_CHECKING:
     P = ParamSpec("P")
     R = TypeVar("R")
 
-__all__ = [
-    "INSTRUMENTATION",
-    "Instrumentation",
-    "Request",
-    "instrument",
-    "uninstrument",
-    "wrap",
-]
+__all__ = ["INSTRUMENTATION", "Instrumentation", "Request", "instrument", "uninstrument", "wrap"]
 
 
 _SETTING_NAMES = frozenset(option.field for option in OPTIONS)

@@ -94,6 +94,12 @@ class Layout:
         self.lease_ms = max(int(lease * 1000), 1)
         self.cluster = cluster
         self._secret = secret
+        # The key of status rounds' and settle announcements' MACs, derived for that alone.
+        self._settle_key = (
+            None
+            if secret is None
+            else hmac.digest(secret, b"wm_middleware shared-tier settle MAC v1", "sha256")
+        )
         self._tenants: dict[tuple[str, str], str] = {}
 
     def tenant(self, scope: Hashable) -> str | None:
@@ -129,20 +135,20 @@ class Layout:
         MAC under the secret (a key derived for this one purpose) when the tier has one, so a
         Redis writer without it cannot forge a status round or a settle announcement, nor move
         one elsewhere; as it is without one."""
-        if self._secret is None:
+        if self._settle_key is None:
             return payload
-        return b"%s %s" % (self._settle_mac(key, payload), payload)
+        return b"%s %s" % (self._settle_mac(self._settle_key, key, payload), payload)
 
     def unsealed(self, key: str, stored: bytes) -> bytes | None:
         """What :meth:`seal` stored at ``key``, or ``None`` when its MAC does not verify."""
-        if self._secret is None:
+        if self._settle_key is None:
             return stored
         mac, _, payload = stored.partition(b" ")
-        return payload if hmac.compare_digest(mac, self._settle_mac(key, payload)) else None
+        expected = self._settle_mac(self._settle_key, key, payload)
+        return payload if hmac.compare_digest(mac, expected) else None
 
-    def _settle_mac(self, key: str, payload: bytes) -> bytes:
-        assert self._secret is not None
-        settle_key = hmac.digest(self._secret, b"wm_middleware shared-tier settle MAC v1", "sha256")
+    @staticmethod
+    def _settle_mac(settle_key: bytes, key: str, payload: bytes) -> bytes:
         return hmac.digest(settle_key, b"%s\n%s" % (key.encode(), payload), "sha256").hex().encode()
 
     def plan(self, key: Hashable, scopes: tuple[Hashable, ...], ttl: float) -> Plan | None:
@@ -513,10 +519,11 @@ class Load:
         waited = self._waiting_until is not None
         if not waited:
             self.ledger.report("hit", self._started)
-        left = _left(header)
-        if waited:
-            return Done(TierResult(value, "shared_wait", self.trusted(), left))
-        return Done(TierResult(value, "shared_hit", self.trusted(), left))
+        return Done(
+            TierResult(
+                value, "shared_wait" if waited else "shared_hit", self.trusted(), _left(header)
+            )
+        )
 
     def _refuse(self, header: bytes) -> Action:
         """Ask again past this entry (its exact header bytes), or, for a second refused entry,

@@ -170,7 +170,7 @@ class _Accounts:
             )
         self.report("forged", started)
 
-    def replay(self, conns: Callable[[], Any]) -> None:
+    def replay(self, conns: Callable[[], Conns]) -> None:
         """Deliver pending invalidations now on ``conns()``, if the breaker lets us (sync, on any
         thread; one thread at a time, so a message is not published twice by two threads)."""
         if not self.pending:
