@@ -44,6 +44,9 @@ class Read:
     flight: Hashable | None = None
     # The one record a read by id targets (``gen_ai.memory.record.id``), else None.
     record_id: str | None = None
+    # Its answer holds indexed documents only (search, profile; not a list of documents): while
+    # a write's new documents are indexed, what it answered before the write still stands.
+    indexed: bool = False
 
 
 def field_of(item: Any, name: str) -> Any:
@@ -113,3 +116,6 @@ class Write:
     # How to follow the documents its answer names until they are indexed (``None``: it
     # indexes nothing, e.g. a delete, which the API applies at once).
     follow: Follow | None = None
+    # It only adds new documents (no existing one named): until they are indexed, an indexed
+    # read answers what it answered before it.
+    creates: bool = False

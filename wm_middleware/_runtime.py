@@ -20,7 +20,8 @@ OpenTelemetry's API with them, are imported by the first ``Runtime`` made, not w
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Hashable, Iterator
+import time
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Final, TypeVar
@@ -168,11 +169,11 @@ class Runtime:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
         # A status check before the flight (one that finds the write indexed ends its settle).
-        confirmed = self.freshness.checkable(read.key) and self.freshness.confirm(read.key)
+        confirmed = self.freshness.checkable(read) and self.freshness.confirm(read)
         loading = self._loading(observation, read)  # marks a read of a settling scope
         upstream = observation.fetching(_encoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.saving(read.key, read.scopes, upstream, confirmed)
+            upstream = self.freshness.saving(read, upstream, confirmed)
         with _failing(observation):
             loaded = self.memory.load(read.key, upstream, **loading)
         value = read.decode(loaded.value)
@@ -200,11 +201,11 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirm_in_thread(self.freshness, read.key)
+        confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.asaving(read.key, read.scopes, upstream, confirmed)
+            upstream = self.freshness.asaving(read, upstream, confirmed)
         with _failing(observation):
             loaded = await self.memory.aload(read.key, upstream, **loading)
         value = read.decode(loaded.value)
@@ -230,11 +231,11 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirm_in_thread(self.freshness, read.key)
+        confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
         if observation.settling:
-            fetch_here = self.freshness.saving(read.key, read.scopes, fetch_here, confirmed)
+            fetch_here = self.freshness.saving(read, fetch_here, confirmed)
         with _failing(observation):
             loaded = await _in_worker_thread(
                 lambda: self.memory.load(read.key, fetch_here, **loading)
@@ -279,7 +280,7 @@ class Runtime:
 
     def _refresh(self, fetch: Callable[[], Any]) -> Callable[[], Any]:
         """A background refresh's fetch: a request no read asked for, spent from the ledger."""
-        return self.freshness.refreshing(fetch)
+        return self.freshness.ledger.spending(fetch)
 
     def _settle_ttl(self, observation: ReadObservation, read: Read) -> float | None:
         """Mark a read of a settling scope on its observation; the ttl of what it fetches
@@ -360,31 +361,31 @@ class Runtime:
 
     # -- writes --------------------------------------------------------------------------------
     def write(self, write: Write, call: Callable[[], T]) -> T:
-        """Run a write, then drop what it could have changed (also when it failed).
-
-        Inside another layer's call (``wrap()`` under ``instrument()``) that layer owns the span,
-        but this layer's memory may hold the same entries, so it still drops them.
-        """
-        with self._writing(write):
+        """Run a write, then drop what it could have changed (also when it failed). Inside
+        another layer's call (``wrap()`` under ``instrument()``) that layer owns the span, but
+        this layer's memory may hold the same entries, so it still drops them."""
+        with self._writing(write) as started:
             answer = call()
             # Before the invalidation (on leaving the block): a read racing the write is capped.
-            self.freshness.written(write.scopes, write.follow, answer)
-            return answer
+            standing = self.freshness.written(write, answer, started)
+        self.freshness.stand(standing)  # after it: what it left true outlives it
+        return answer
 
     async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`write`."""
-        with self._writing(write):
+        with self._writing(write) as started:
             answer = await call()
-            self.freshness.written(write.scopes, write.follow, answer)
-            return answer
+            standing = self.freshness.written(write, answer, started)
+        self.freshness.stand(standing)
+        return answer
 
     @contextmanager
-    def _writing(self, write: Write) -> Iterator[None]:
-        """Around a write: its observation (unless an outer layer owns it, or instrumentation is
-        suppressed), and the invalidation of its scopes afterwards, success or not."""
+    def _writing(self, write: Write) -> Iterator[float]:
+        """Around a write (given when it began): its observation (unless an outer layer owns it,
+        or instrumentation is suppressed), then the invalidation of its scopes, success or not."""
         if _HANDLING.get() or not is_instrumentation_enabled():
             try:
-                yield
+                yield time.monotonic()
             finally:
                 self.memory.invalidate_scope(*write.scopes)
             return
@@ -393,7 +394,7 @@ class Runtime:
         error: BaseException | None = None
         try:
             with observation.running():
-                yield
+                yield time.monotonic()
         except BaseException as raised:
             error = raised
             raise
@@ -439,9 +440,9 @@ def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Call
     return call
 
 
-async def _confirm_in_thread(freshness: Freshness, key: Hashable) -> bool:
+async def _confirm_in_thread(freshness: Freshness, read: Read) -> bool:
     """:meth:`Freshness.confirm` of an async read, in a worker thread: its request blocks."""
-    return freshness.checkable(key) and await _in_worker_thread(lambda: freshness.confirm(key))
+    return freshness.checkable(read) and await _in_worker_thread(lambda: freshness.confirm(read))
 
 
 async def _in_worker_thread(call: Callable[[], T]) -> T:

@@ -51,7 +51,12 @@ def test_no_query_text_on_any_span_without_the_opt_in(demo: Any) -> None:
             assert query not in exported, f"{query!r} exported on {span.name}"
 
 
-def test_every_miss_has_an_http_child_span_and_no_hit_has_one(demo: Any) -> None:
+def test_every_miss_that_fetches_has_an_http_child_span_and_no_hit_has_one(demo: Any) -> None:
+    """A miss's request is a CLIENT span with the HTTP span under it; a miss of a settling scope
+    answered from a copy (what it answered before an add, still true) makes no request: an
+    INTERNAL span, marked settling, with no child."""
+    from opentelemetry.trace import SpanKind
+
     spans = demo.cached.spans
     children: dict[int, list[Any]] = {}
     for span in spans:
@@ -60,12 +65,17 @@ def test_every_miss_has_an_http_child_span_and_no_hit_has_one(demo: Any) -> None
     reads = [s for s in spans if s.name == "search_memory"]
     misses = [s for s in reads if _attributes(s)["wm.cache.result"] == "miss"]
     hits = [s for s in reads if _attributes(s)["wm.cache.result"] == "hit"]
-    assert misses
+    fetched = [s for s in misses if s.kind == SpanKind.CLIENT]
+    assert fetched
     assert hits
-    for miss in misses:
+    for miss in fetched:
         (http,) = children[miss.context.span_id]
         assert http.name.startswith("POST")
         assert _attributes(http).get("http.response.status_code", 200) == 200
+    for miss in misses:
+        if miss.kind != SpanKind.CLIENT:
+            assert _attributes(miss)["wm.cache.settling"] is True
+            assert miss.context.span_id not in children
     for hit in hits:
         assert hit.context.span_id not in children
 

@@ -9,7 +9,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from .._api.routes import Match, attempted, record_id_of
+from .._api.routes import Match, attempted, creates_only, record_id_of
 from .._calls import Follow, Read, Write
 from .._runtime import Runtime
 
@@ -49,6 +49,7 @@ def write_of(
         operation_name=route.semconv,
         record_id=record_id_of(found, body),
         follow=None if route.deletes else follow(),
+        creates=creates_only(found, body),
     )
 
 

@@ -347,6 +347,7 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
         count=lambda response: records[0],
         share=_shared_codec(spec.route),
         flight=spec.flight,
+        indexed=spec.route.indexed,
     )
 
 

@@ -100,6 +100,7 @@ def _profile_search(runtime: Callable[[], Runtime], share: SharedCodec | None) -
                 decode=_decode,
                 count=_ROUTE.records_in,
                 share=share,
+                indexed=_ROUTE.indexed,
             )
         except Exception:  # never fail a call for our own reasons
             return wrapped(*args, **kwargs)

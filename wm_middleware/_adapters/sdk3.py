@@ -323,6 +323,7 @@ def _read(
         count=found.route.records_in,
         share=_shared_codec(cast_to),
         flight=_flight(client, options),
+        indexed=found.route.indexed,
     )
 
 

@@ -289,6 +289,7 @@ def _read_of(
         count=route.records_in,
         share=_shared_codec(operation),
         flight=_flight(client.retries, client.timeout, options) if options else client.flight,
+        indexed=route.indexed,
     )
 
 

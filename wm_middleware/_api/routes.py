@@ -19,7 +19,11 @@ names:
 * ``preview``: a body flag that makes a write a read-only preview (``dryRun``);
 * ``results``: where a read's answer lists its records (``gen_ai.memory.record.count``): a
   tuple of alternatives, each a tuple of dotted paths in the API's JSON names whose lists are
-  summed; the first alternative that finds a list counts (:meth:`Route.records_in`).
+  summed; the first alternative that finds a list counts (:meth:`Route.records_in`);
+* ``indexed``: a read whose answer holds indexed documents only (search, profile): a document
+  still being indexed is in no answer yet. A list of documents shows them at once (``False``);
+* ``creates``: a write that adds new documents, and the body field (of the body, or of each
+  item of a batch) by which it would name an existing one instead (and change it at once).
 
 A non-GET call under the API that the table does not know is a write of the whole tenant
 (:data:`UNKNOWN_WRITE`): dropping too much costs a refetch, keeping a stale answer would be a bug.
@@ -47,6 +51,7 @@ __all__ = [
     "Scope",
     "attempted",
     "compile_template",
+    "creates_only",
     "find",
     "find_in",
     "query_of",
@@ -94,6 +99,8 @@ class Route:
     single: bool = False
     preview: str | None = None
     results: tuple[tuple[str, ...], ...] = ()
+    indexed: bool = False
+    creates: str | None = None
 
     def records_in(self, answer: object) -> int | None:
         """The records a read's ``answer`` holds, by :attr:`results`; ``None`` when it lists none.
@@ -128,10 +135,24 @@ def _scope(gen: Generation) -> Scope:
 
 
 def _read(
-    gen: Generation, template: str, op: str, query: str | None, *results: tuple[str, ...]
+    gen: Generation,
+    template: str,
+    op: str,
+    query: str | None,
+    *results: tuple[str, ...],
+    indexed: bool = True,
 ) -> Route:
     return Route(
-        gen, "POST", template, op, "read", _scope(gen), SEARCH, query=query, results=results
+        gen,
+        "POST",
+        template,
+        op,
+        "read",
+        _scope(gen),
+        SEARCH,
+        query=query,
+        results=results,
+        indexed=indexed,
     )
 
 
@@ -151,6 +172,7 @@ def _write(
     records: str | None = None,
     single: bool = True,
     preview: str | None = None,
+    creates: str | None = None,
 ) -> Route:
     return Route(
         gen,
@@ -164,6 +186,7 @@ def _write(
         records=records,
         single=single and records is None,
         preview=preview,
+        creates=creates,
     )
 
 
@@ -196,14 +219,14 @@ ROUTES: Final[tuple[Route, ...]] = (
     # or search.documents: RESPONSE_OPERATIONS
     _read(3, "/v3/search", "search.execute", "q", ("results",)),
     _read(3, "/v4/profile", "profile", "q", ("searchResults.results",), _PROFILE),
-    _read(3, "/v3/documents/list", "documents.list", None, ("memories",)),
+    _read(3, "/v3/documents/list", "documents.list", None, ("memories",), indexed=False),
     _pass(3, "GET", "/v3/documents/processing", "documents.list_processing"),
     _pass(3, "GET", "/v3/documents/{id}", "documents.get"),
     _pass(3, "GET", "/v3/settings", "settings.get"),
     _pass(3, "POST", "/v3/connections/list", "connections.list"),
     _pass(3, "POST", "/v3/connections/{id}/connection", "connections.get_by_tag"),
     _pass(3, "POST", "/v3/connections/{id}/documents", "connections.list_documents"),
-    _write(3, "POST", "/v3/documents", "documents.add", UPSERT),
+    _write(3, "POST", "/v3/documents", "documents.add", UPSERT, creates="customId"),
     _write(
         3,
         "POST",
@@ -212,6 +235,7 @@ ROUTES: Final[tuple[Route, ...]] = (
         UPSERT,
         scope="items",
         records="documents",
+        creates="customId",
     ),
     _write(3, "POST", "/v3/documents/file", "documents.upload_file", UPSERT),
     _write(3, "DELETE", "/v3/documents/bulk", "documents.delete_bulk", DELETE, records="ids"),
@@ -235,7 +259,7 @@ ROUTES: Final[tuple[Route, ...]] = (
     ),
     _write(3, "DELETE", "/v3/connections/{id}", "connections.delete", DELETE, single=False),
     # Older 3.x (3.16) aliases of the document routes.
-    _write(3, "POST", "/v3/memories", "memories.add", UPSERT),
+    _write(3, "POST", "/v3/memories", "memories.add", UPSERT, creates="customId"),
     _write(3, "POST", "/v3/memories/file", "memories.upload_file", UPSERT),
     _by_id(3, "PATCH", "/v3/memories/{id}", "memories.update", UPDATE),
     _by_id(3, "DELETE", "/v3/memories/{id}", "memories.delete", DELETE),
@@ -243,7 +267,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     # -- 5.x (Fern SDK) -------------------------------------------------------------------------
     _read(5, "/ns/{ns}/search", "search", "query", ("results",)),
     _read(5, "/ns/{ns}/profile", "profile", None, ("results",), _PROFILE),
-    _read(5, "/ns/{ns}/list/{type}", "list", None, ("documents", "chunks", "memories")),
+    _read(
+        5, "/ns/{ns}/list/{type}", "list", None, ("documents", "chunks", "memories"), indexed=False
+    ),
     _pass(5, "POST", "/ns/{ns}/list/documents/memory-counts", "list.memory_counts"),
     _pass(5, "POST", "/feedback", "feedback"),
     _pass(5, "GET", "/ns", "namespaces.list"),
@@ -254,10 +280,16 @@ ROUTES: Final[tuple[Route, ...]] = (
     _pass(5, "GET", "/ns/{ns}/connectors", "connectors.list"),
     _pass(5, "GET", "/connectors", "connectors.list_all"),
     _pass(5, "GET", "/organization", "organization.get"),
-    _write(5, "POST", "/ns/{ns}/document", "add", UPSERT),
+    _write(5, "POST", "/ns/{ns}/document", "add", UPSERT, creates="id"),
     _write(5, "DELETE", "/ns/{ns}/document", "documents.delete", DELETE, records="ids"),
     _write(
-        5, "POST", "/ns/{ns}/document/batch", "documents.batch_add", UPSERT, records="documents"
+        5,
+        "POST",
+        "/ns/{ns}/document/batch",
+        "documents.batch_add",
+        UPSERT,
+        records="documents",
+        creates="id",
     ),
     _write(5, "POST", "/ns/{ns}/document/file", "documents.upload_file", UPSERT),
     _by_id(5, "POST", "/ns/{ns}/document/file/{id}", "documents.replace_with_file", UPSERT),
@@ -456,6 +488,19 @@ def written(
                     return write_scopes(tenant, ())  # an item lands in the default container
                 tags.extend(own)
     return write_scopes(tenant, tags)
+
+
+def creates_only(match: Match, body: object) -> bool:
+    """True for a write that can only add new documents: its route :attr:`~Route.creates`
+    documents and neither its body nor any item of its batch names an existing one."""
+    field = match.route.creates
+    if field is None or not isinstance(body, Mapping) or body.get(field) is not None:
+        return False
+    items = _listed(match, body) or []
+    return all(
+        isinstance(item, str) or (isinstance(item, Mapping) and item.get(field) is None)
+        for item in items
+    )
 
 
 def attempted(match: Match, body: object) -> int | None:

@@ -494,6 +494,20 @@ class _KeyedMemory:
         entry = self._store.live(key, self._clock())
         return MISSING if entry is None else entry.value
 
+    def entries(self, *scopes: Hashable) -> list[tuple[Key, Any, float, tuple[Hashable, ...]]]:
+        """``(key, value, age, its scopes)`` of each live entry carrying any of ``scopes``;
+        ``age``: seconds since it was stored (0 when unknown). Counts nothing, refreshes
+        neither recency nor the entry."""
+        now = self._clock()
+        with self._lock:
+            keys = {key for scope in scopes for key in self._store.keys_of(scope)}
+            live = [entry for key in keys if (entry := self._store.live(key, now)) is not None]
+        ages = [now - (entry.expires - entry.ttl) for entry in live]
+        return [
+            (entry.key, entry.value, age if age >= 0 else 0.0, entry.scopes)  # nan: unknown
+            for entry, age in zip(live, ages, strict=True)
+        ]
+
     def count_near(self, verdict: str) -> None:
         """Count one near-duplicate shadow comparison: ``verdict`` is one of :data:`NEAR`
         (``agreed`` and ``disagreed`` also count a candidate)."""

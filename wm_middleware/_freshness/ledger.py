@@ -18,8 +18,12 @@ whatever the ledger says: it follows a hit, which earned first).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
+from typing import TypeVar
 
 __all__ = ["Ledger"]
+
+T = TypeVar("T")
 
 
 class Ledger:
@@ -44,6 +48,15 @@ class Ledger:
         """A request no read paid for was made (a background refresh)."""
         with self._lock:
             self.spent += 1
+
+    def spending(self, fetch: Callable[[], T]) -> Callable[[], T]:
+        """``fetch`` of a background refresh: a request no read asked for, spent here."""
+
+        def fetch_spent() -> T:
+            self.spend()
+            return fetch()
+
+        return fetch_spent
 
     def take(self, owed: int = 0) -> bool:
         """Spend one credit for a status check if one is there beyond ``owed`` (refreshes

@@ -2,7 +2,7 @@
 
 State, all under ``Freshness._lock``: per tenant (base URL + credentials) its pending documents
 (oldest write first) and its waits (one per write: the settle, the scopes, the documents left);
-per key read while it settles, the copy fetched last (:class:`_Saved`). A tenant's ``round``
+per key read while it settles, the copy fetched last (:class:`Copy`). A tenant's ``round``
 lock is held across one status request, so concurrent reads of a tenant make one request and
 the others reuse its answer.
 """
@@ -22,10 +22,12 @@ from opentelemetry.trace import SpanContext
 
 from .._core import Settle, check_seconds
 from .checks import LIST_PROCESSING, NOT_FOUND, StatusChecks, document_path
+from .copies import Copies, Copy, Standing
 from .documents import FINISHED, Follow, field_of, status_of
 from .ledger import Ledger
 
 if TYPE_CHECKING:
+    from .._calls import Read, Write
     from .._core import WorkingMemory
     from .._telemetry import Telemetry
 
@@ -80,15 +82,6 @@ class _Tenant:
     round: threading.Lock = field(default_factory=threading.Lock)
 
 
-@dataclass(slots=True, eq=False)
-class _Saved:
-    """The copy of a key fetched while its scopes settle, and when that fetch began."""
-
-    value: Any
-    scopes: frozenset[Hashable]
-    fetched: float
-
-
 class Freshness:
     """Pending writes of one runtime: their settles, and the status checks that save reads.
 
@@ -120,7 +113,7 @@ class Freshness:
         self._took = 0.0  # seconds the last settling read's request took (written unlocked)
         self._lock = threading.Lock()
         self._tenants: dict[Hashable, _Tenant] = {}  # lock
-        self._saved: dict[Hashable, _Saved] = {}  # lock
+        self._copies = Copies()  # lock
         self.checks = StatusChecks(telemetry, self._pending, max(1.0, min(5.0, 2 * interval)))
         self.shared = _shared_settling(memory) if enabled else None
         # Whatever the memory drops (a write, an invalidation by hand, another process's heard
@@ -128,27 +121,48 @@ class Freshness:
         memory.on_drop(self._forget_copies)
 
     # -- writes --------------------------------------------------------------------------------
-    def written(self, scopes: tuple[Hashable, ...], follow: Follow | None, answer: Any) -> None:
-        """A write succeeded: settle its scopes until the documents it names are indexed.
+    def written(self, write: Write, answer: Any, started: float) -> Standing | None:
+        """A write that began at ``started`` (monotonic) succeeded: settle its scopes until the
+        documents it names are indexed. Called before the write's invalidation; for a write
+        that only adds documents (``Write.creates``) returns the entries it leaves true while
+        they are pending, for :meth:`stand` after it.
 
         Never raises: freshness is best effort around a write that has already happened.
         """
+        scopes, follow, standing = write.scopes, write.follow, None
+        # Not with a shared tier: the write's invalidation comes back through its channel.
+        if write.creates and self.enabled and self.memory.shared is None:
+            found = self.memory.entries(*scopes)
+            with self._lock:
+                standing = self._copies.standing(found, time.monotonic())
         self._forget_copies((), scopes, False)
         if not self.enabled or follow is None or not scopes:
-            return
+            return None
         try:
             pending = [i for i, status in follow.documents(answer) if status not in FINISHED]
         except Exception:
             logger.debug("wm_middleware: could not read a write's answer", exc_info=True)
-            return
+            return None
         if not pending:
-            return  # indexed at once (an unchanged duplicate): the invalidation is enough
+            return None  # indexed at once (an unchanged duplicate): the invalidation is enough
         try:
-            self._follow(scopes, follow, pending)
+            # Its answer found them pending (no earlier than it began): that vouches for what
+            # the scopes answered before it, as a status check would.
+            self._follow(scopes, follow, pending, started if standing is not None else -math.inf)
         except Exception:
             logger.warning("wm_middleware: could not follow a write", exc_info=True)
+            return None
+        return standing
 
-    def _follow(self, scopes: tuple[Hashable, ...], follow: Follow, pending: list[str]) -> None:
+    def stand(self, standing: Standing | None) -> None:
+        """After a write's invalidation: keep what :meth:`written` found standing."""
+        if standing is not None:
+            with self._lock:
+                self._copies.stand(standing)
+
+    def _follow(
+        self, scopes: tuple[Hashable, ...], follow: Follow, pending: list[str], confirmed: float
+    ) -> None:
         settle = self.memory.settle(*scopes, within=self.settle_max)
         if self.shared is not None:
             self.shared.begin(scopes, self.settle_max)
@@ -166,7 +180,7 @@ class Freshness:
                 tenant.docs[ident] = _Doc(
                     ident, follow.namespace, now, link if link.is_valid else None
                 )
-            tenant.waits.append(_Wait(settle, frozenset(scopes), set(pending)))
+            tenant.waits.append(_Wait(settle, frozenset(scopes), set(pending), confirmed))
 
     # -- reads ---------------------------------------------------------------------------------
     def served(self, scopes: tuple[Hashable, ...]) -> bool:
@@ -194,22 +208,29 @@ class Freshness:
                 ttl = min(ttl, left)
         return ttl
 
-    def checkable(self, key: Hashable) -> bool:
-        """Whether a read of ``key`` that missed has a copy a status check could confirm."""
-        return bool(self._saved) and key in self._saved  # read without the lock: a hint
+    def checkable(self, read: Read) -> bool:
+        """Whether ``read``, which missed, has a copy a check could confirm (and none vouched)."""
+        covering = self._covering(read) if self._copies and read.key in self._copies else None
+        return covering is not None and not self._vouched(covering[1], covering[2])
 
-    def confirm(self, key: Hashable) -> bool:
-        """Before the flight of a read of ``key`` that missed: one status check, if a credit
-        pays for it. Pending: True, the copy is confirmed (for :meth:`saving`). Indexed: the
-        settle ends before the fetch, whose answer is then cached as usual. One check at a
-        time per tenant (its ``round`` lock); none if another read's check vouches already."""
-        covering = self._covering(key)
+    def confirm(self, read: Read) -> bool:
+        """Before the flight of ``read``, which missed: one status check, if a credit pays for
+        it. Pending: True, the copy is confirmed (for :meth:`saving`). Indexed: the settle ends
+        before the fetch, whose answer is then cached as usual. One check at a time per tenant
+        (its ``round`` lock); none if another read's check vouches already, nor while a covering
+        write was found pending lately: the scopes settle on whatever a check finds, and the
+        copy is older than that (most often an older write is indexed by now: a loop that
+        writes every turn)."""
+        covering = self._covering(read)
         if covering is None:
             return False
         tenant, waits, saved = covering
         with tenant.round:
             if self._vouched(waits, saved):
                 return False  # another read's check confirmed it meanwhile (and lately)
+            lately = time.monotonic() - self.fresh_for
+            if any(wait.settle.active and wait.confirmed > lately for wait in waits):
+                return False  # the read fetches, as an uncached client does
             if not self.ledger.take(self.memory.refreshing):
                 return False  # no credit: the read fetches, as an uncached client does
             started = time.monotonic()
@@ -218,67 +239,44 @@ class Freshness:
             return self._vouched(waits, saved, lately=False)
 
     def saving(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        fetch: Callable[[], Any],
-        confirmed: bool = False,
+        self, read: Read, fetch: Callable[[], Any], confirmed: bool = False
     ) -> Callable[[], Any]:
         """``fetch`` of a settling read: the copy a check confirmed (``confirmed``: for this
         read; else another's, lately), else fetched and kept."""
 
         def fetch_saved() -> Any:
-            saved = self._confirmed(key, lately=not confirmed)
+            saved = self._confirmed(read, lately=not confirmed)
             if saved is not _NONE:
                 return saved
             started = time.monotonic()
             value = fetch()
-            self._keep(key, scopes, value, started)
+            self._keep(read, value, started)
             return value
 
         return fetch_saved
 
     def asaving(
-        self,
-        key: Hashable,
-        scopes: tuple[Hashable, ...],
-        fetch: Callable[[], Awaitable[Any]],
-        confirmed: bool = False,
+        self, read: Read, fetch: Callable[[], Awaitable[Any]], confirmed: bool = False
     ) -> Callable[[], Awaitable[Any]]:
         """Async :meth:`saving` (its test of the copy takes no I/O: no thread is needed)."""
 
         async def fetch_saved() -> Any:
-            saved = self._confirmed(key, lately=not confirmed)
+            saved = self._confirmed(read, lately=not confirmed)
             if saved is not _NONE:
                 return saved
             started = time.monotonic()
             value = await fetch()
-            self._keep(key, scopes, value, started)
+            self._keep(read, value, started)
             return value
 
         return fetch_saved
 
-    def refreshing(self, fetch: Callable[..., Any]) -> Callable[..., Any]:
-        """``fetch`` of a background refresh: a request no read asked for, spent from the ledger."""
-
-        def fetch_spent() -> Any:
-            self.ledger.spend()
-            return fetch()
-
-        return fetch_spent
-
     def _forget_copies(
         self, keys: tuple[Hashable, ...], scopes: tuple[Hashable, ...], everything: bool
     ) -> None:
-        """Forget the copies of ``keys`` and of ``scopes`` (or all): dropped from the memory,
-        they may no longer be what the API says."""
+        """What the memory dropped: its copies go too (see :meth:`Copies.forget`)."""
         with self._lock:
-            if everything:
-                self._saved.clear()
-                return
-            gone, covered = set(keys), set(scopes)
-            for key in [k for k, s in self._saved.items() if k in gone or s.scopes & covered]:
-                del self._saved[key]
+            self._copies.forget(keys, scopes, everything)
 
     @property
     def pending(self) -> int:
@@ -287,25 +285,24 @@ class Freshness:
             self._prune_locked()
             return sum(len(t.docs) for t in self._tenants.values())
 
-    def _pending(self) -> int:
+    def _pending(self) -> int:  # a method: the meter's callback holds it weakly
         return self.pending
 
     # -- the copies ----------------------------------------------------------------------------
-    def _keep(
-        self, key: Hashable, scopes: tuple[Hashable, ...], value: Any, started: float
-    ) -> None:
+    def _keep(self, read: Read, value: Any, started: float) -> None:
         self._took = time.monotonic() - started
         with self._lock:
-            self._saved[key] = _Saved(value, frozenset((*scopes, key)), started)
+            self._copies.keep(read.key, read.scopes, value, started)
 
-    def _covering(self, key: Hashable) -> tuple[_Tenant, list[_Wait], _Saved] | None:
-        """The copy of ``key``, its tenant and the waits of the writes covering it, when a
+    def _covering(self, read: Read) -> tuple[_Tenant, list[_Wait], Copy] | None:
+        """The copy for ``read``, its tenant and the waits of the writes covering it, when a
         status check can vouch for the copy: every covering write is this process's own and of
-        one tenant (another process's write, or several tenants: the read fetches)."""
+        one tenant (another process's write, or several tenants: the read fetches). A copy from
+        before a write answers only a read of indexed documents."""
         with self._lock:
             self._prune_locked()
-            saved = self._saved.get(key)
-            if saved is None:
+            saved = self._copies.get(read.key)
+            if saved is None or (saved.before and not read.indexed):
                 return None
             if self.shared is not None and self.shared.foreign(saved.scopes):
                 return None  # another process's write settles it too: its documents are unknown
@@ -320,23 +317,23 @@ class Freshness:
             return None
         return next(iter(tenants.values())), [wait for _, wait in covering], saved
 
-    def _confirmed(self, key: Hashable, lately: bool = True) -> Any:
-        """The copy of ``key`` while the API's answer is what it was at its fetch (every
+    def _confirmed(self, read: Read, lately: bool = True) -> Any:
+        """The copy for ``read`` while the API's answer is what it was at its fetch (every
         covering write's documents found pending by a check since, lately unless ``lately`` is
         False: a pending document is in no answer yet), else :data:`_NONE`."""
-        covering = self._covering(key)
+        covering = self._covering(read)
         if covering is None:
             return _NONE
         _, waits, saved = covering
         return saved.value if self._vouched(waits, saved, lately) else _NONE
 
-    def _vouched(self, waits: list[_Wait], saved: _Saved, lately: bool = True) -> bool:
+    def _vouched(self, waits: list[_Wait], saved: Copy, lately: bool = True) -> bool:
         """Whether every wait was confirmed since ``saved``'s fetch (``lately``: in fresh_for)."""
         since = time.monotonic() - self.fresh_for if lately else -math.inf
         return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
 
     # -- one status round ----------------------------------------------------------------------
-    def _round(self, tenant: _Tenant, waits: list[_Wait], saved: _Saved) -> None:
+    def _round(self, tenant: _Tenant, waits: list[_Wait], saved: Copy) -> None:
         """One status request about ``waits``' documents: end the finished, confirm the rest."""
         with self._lock:
             asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
@@ -366,8 +363,7 @@ class Freshness:
                     wait.confirmed = started  # every document asked about is still pending
             tenant.waits = [w for w in tenant.waits if w.remaining]
             for wait in ended:  # every copy of its scopes was fetched before it was indexed
-                for key in [k for k, s in self._saved.items() if s.scopes & wait.scopes]:
-                    del self._saved[key]
+                self._copies.forget((), wait.scopes, False)
         for wait in ended:
             wait.settle.end()  # drops the scopes here and in the shared tier
             if self.shared is not None:
@@ -383,8 +379,8 @@ class Freshness:
                 del tenant.docs[ident]
             if not tenant.docs:
                 del self._tenants[key]
-        if self._saved and not self._tenants:
-            self._saved.clear()
+        if self._copies and not self._tenants:
+            self._copies.clear()
 
 
 class _Fleet:

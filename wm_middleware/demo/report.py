@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.trace import SpanKind
 from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
@@ -332,8 +333,10 @@ def saved_line(result: DemoResult) -> Text:
 
 def latency_by_result(run: RunResult) -> dict[str, list[float]]:
     """The seconds of each of ``run``'s searches, by the cache result of its read (``hit``,
-    ``miss``, ``coalesced``, ``bypass``). A search's result is on the ``search_memory`` span
-    under its ``execute_tool`` span, matched by tool call id."""
+    ``miss``, ``coalesced``, ``bypass``; ``copy``: a miss answered without a request, by what
+    the search answered before a write that is still being indexed, its span ``INTERNAL``). A
+    search's result is on the ``search_memory`` span under its ``execute_tool`` span, matched
+    by tool call id."""
     by_id = {_span_id(s): s for s in run.spans}
     results: dict[str, str] = {}
     for span in run.spans:
@@ -342,7 +345,9 @@ def latency_by_result(run: RunResult) -> dict[str, list[float]]:
         parent = by_id.get(span.parent.span_id)
         call_id = (parent.attributes or {}).get(TOOL_CALL_ID) if parent is not None else None
         if call_id is not None:
-            results[str(call_id)] = str((span.attributes or {}).get(CACHE_RESULT, "?"))
+            result = str((span.attributes or {}).get(CACHE_RESULT, "?"))
+            copied = result == "miss" and span.kind == SpanKind.INTERNAL
+            results[str(call_id)] = "copy" if copied else result
     found: dict[str, list[float]] = {}
     for call in run.agent.searches:
         found.setdefault(results.get(call.call_id, "?"), []).append(call.seconds)
@@ -366,6 +371,12 @@ def hits_line(result: DemoResult) -> Text:
         )
     else:
         parts.append(f"none of {searches} cached searches was a hit; ")
+    copies = by_result.get("copy", [])
+    if copies:
+        parts.append(
+            f"{len(copies)} after the write were served what they answered before it (true "
+            "until it is indexed), without a request; "
+        )
     if waited:
         parts.append(
             f"the {len(waited)} misses and coalesced reads waited on upstream, "
