@@ -326,45 +326,37 @@ def instrument(
 ) -> WorkingMemory[Any]:
     """Cache and trace every Supermemory read in this process; return the working memory.
 
-    Patches (with wrapt) the supermemory SDK 3.x and 5.x, the supermemory-openai-sdk middleware,
-    and with ``httpx=True`` plain httpx clients calling the API: a library already imported at
-    once, the others when the application imports them (none is imported here). Clients created
-    before and after the call are covered; a missing library is skipped, never raised.
-
-    Every option is keyword-only; one left ``None`` comes from its ``WM_MIDDLEWARE_*`` variable,
-    else its default (the table: ``docs/configuration.md``). Called again with the same settings
-    it changes nothing and returns the same memory; with others (also after the
-    ``opentelemetry-instrument`` loader) it re-instruments with them and returns the new memory.
+    Patches (with wrapt) the supermemory SDK 3.x and 5.x, the supermemory-openai-sdk middleware
+    and, with ``httpx=True``, plain httpx clients calling the API: an imported library at once,
+    the others when imported (none is imported here); clients made before and after alike; a
+    missing library is skipped. Every option is keyword-only; one left ``None`` comes from its
+    ``WM_MIDDLEWARE_*`` variable, else its default (``docs/configuration.md``). Called again with
+    the same settings it returns the same memory; with others (also after the
+    ``opentelemetry-instrument`` loader) it re-instruments and returns the new memory.
 
     Args:
         cache: ``False`` observes without caching (every read recorded as ``bypass``).
-        max_entries, ttl, refresh_after, shared: the :class:`WorkingMemory` to create; ``shared``
-            is a ``redis://`` / ``rediss://`` URL (the ``redis`` extra) or a ``RedisTier``.
+        max_entries, ttl, refresh_after, shared: the :class:`WorkingMemory` to create, or to give
+            ``working_memory``; ``shared``: a ``redis://`` / ``rediss://`` URL or a ``RedisTier``.
         shared_secret: the secret of the ``RedisTier`` made from a ``shared`` URL (entries carry
             a MAC under it; a forged one is refused); beside a ready-made tier, an error.
-        working_memory: use this one instead, and give it those four settings.
         tracer_provider, meter_provider: defaults are the global providers.
         trace_hits: ``False`` makes no span per hit (metrics still count every hit).
         httpx: also cache plain ``httpx`` clients that call the API paths.
-        otlp_endpoint: install SDK providers exporting over OTLP there, unless the application
-            configured its own (see :func:`wm_middleware.configure_otlp`); without it,
-            ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone does the same.
+        otlp_endpoint: export over OTLP there, unless the application has providers of its own
+            (:func:`wm_middleware.configure_otlp`); ``OTEL_EXPORTER_OTLP_ENDPOINT`` alone too.
         store_id: ``gen_ai.memory.store.id`` on every span, naming the store, never a user.
-        freshness, settle_interval, settle_max: reads after a write see it once indexed: an
-            entry fetched meanwhile lives 3/4 of ``settle_interval`` seconds, for at most
-            ``settle_max``.
+        freshness, settle_interval, settle_max: reads after a write see it once indexed
+            (``docs/freshness.md``).
         openinference: also set OpenInference attributes on spans.
-        semantic: ``"shadow"`` (or ``True``: the default ``SemanticReuse()``) or a
-            :class:`~wm_middleware.semantic.SemanticReuse`: compare each miss with the nearest
-            cached query of its partition, counted in the ``near_*`` stats (never changes an
-            answer); ``"off"`` or ``False`` does nothing; unset: ``WM_MIDDLEWARE_SEMANTIC``,
-            else off.
+        semantic: ``"shadow"`` / ``True`` (the default ``SemanticReuse()``) or a ``SemanticReuse``:
+            compare each miss with the nearest cached query, counted in the ``near_*`` stats,
+            never changing an answer; ``"off"`` / ``False``: nothing.
 
     Raises:
-        TypeError, ValueError: a bad argument or variable (the message names it), an option
-            given by position, or an unsupported OTLP protocol.
-        ImportError: ``otlp_endpoint`` without the ``otlp`` extra, or ``shared`` a URL without
-            redis-py (the ``redis`` extra).
+        TypeError, ValueError: a bad argument or variable (named), an option given by position.
+        ImportError: ``otlp_endpoint`` without the ``otlp`` extra, ``shared`` a URL without the
+            ``redis`` extra.
     """
     arguments = dict(locals())
     with INSTRUMENTATION.lock:  # one instrument() or uninstrument() at a time

@@ -46,7 +46,9 @@ def boards(redis_url: str) -> Iterator[Pair]:
 
         def make(secret: str | None) -> tuple[SharedSettling, SharedSettling]:
             tiers = [
-                stack.enter_context(RedisTier(redis_url, namespace=NAMESPACE, secret=secret))
+                stack.enter_context(
+                    RedisTier(redis_url, namespace=NAMESPACE, secret=secret, op_timeout=5.0)
+                )
                 for _ in range(2)
             ]
             found = tiers[0].settles(), tiers[1].settles()
@@ -130,7 +132,7 @@ def test_a_settle_in_the_hash_is_read_only_where_the_secret_sealed_it(
     assert b" " in genuine  # the MAC, then the deadline
     raw.hset(HASH, _text(OTHER), genuine)  # moved to another scope
     raw.hset(HASH, _text(SENTINEL), str(2**45))  # no MAC
-    with RedisTier(redis_url, namespace=NAMESPACE, secret=SECRET) as later:
+    with RedisTier(redis_url, namespace=NAMESPACE, secret=SECRET, op_timeout=5.0) as later:
         board = later.settles()
         assert board.deadline([SCOPE]) is not None
         assert board.deadline([OTHER]) is None
