@@ -123,6 +123,27 @@ def test_invalidate_scope_drops_what_carries_it(clock: FakeClock) -> None:
     assert wm._store._index == {("tenant", "t2"): ("k", 3)}
 
 
+def test_entries_of_scopes_are_the_live_ones_with_their_age_and_count_nothing(
+    clock: FakeClock,
+) -> None:
+    wm: WorkingMemory[str] = WorkingMemory(ttl=10.0, clock=clock)
+    wm.load(("k", 1), lambda: "a", scopes=(("tenant", "t1"), ("tag", "t1", "x")))
+    clock.advance(2.0)
+    wm.load(("k", 2), lambda: "b", scopes=(("tenant", "t1"),), ttl=1.0)
+    wm.load(("k", 3), lambda: "c", scopes=(("tenant", "t2"),))
+    clock.advance(0.5)
+    before = wm.stats()
+    found = sorted(wm.entries(("tenant", "t1"), ("tag", "t1", "x")))
+    assert found == [
+        (("k", 1), "a", 2.5, (("tenant", "t1"), ("tag", "t1", "x"))),
+        (("k", 2), "b", 0.5, (("tenant", "t1"),)),
+    ]
+    clock.advance(1.0)  # ("k", 2) has expired
+    assert [key for key, *_ in wm.entries(("tenant", "t1"))] == [("k", 1)]
+    assert wm.entries(("tenant", "nobody")) == []
+    assert (wm.stats().hits, wm.stats().misses) == (before.hits, before.misses)
+
+
 def test_index_is_cleaned_on_eviction_and_expiry(clock: FakeClock) -> None:
     wm: WorkingMemory[str] = WorkingMemory(max_entries=2, ttl=5.0, clock=clock)
     for limit in range(5):
