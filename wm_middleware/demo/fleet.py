@@ -47,6 +47,10 @@ __all__ = [
 MODES: Final = ("local", "shared")
 _START_TIMEOUT: Final = 120.0  # spawning a worker imports the SDKs: seconds on a busy machine
 _RUN_TIMEOUT: Final = 600.0
+# Every worker, the emulator and the server share one machine, loaded by the demo itself: a
+# Redis operation is given a second (the default, 0.1 s, is meant for a network hop to a server
+# with room to spare), so that a busy machine shows sharing, not timeouts.
+_OP_TIMEOUT: Final = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -355,7 +359,7 @@ async def _play(
     if redis_url is not None:
         from .. import RedisTier
 
-        shared = RedisTier(redis_url, namespace=namespace)
+        shared = RedisTier(redis_url, namespace=namespace, op_timeout=_OP_TIMEOUT)
     memory = instrument(shared=shared)
     tools = SupermemoryTools(
         DEMO_API_KEY, {"base_url": base_url, "container_tags": [CONTAINER_TAG]}
