@@ -139,6 +139,36 @@ def test_a_settle_in_the_hash_is_read_only_where_the_secret_sealed_it(
         assert board.deadline([SENTINEL]) is None
 
 
+def test_a_scope_that_settles_throughout_a_reload_never_reads_as_settled(
+    boards: Pair, raw: redis.Redis
+) -> None:
+    """A reload (each (re)subscription makes one) swaps what it read in at once: a reader of
+    another process's settle never sees it gone meanwhile, or it would store a full-ttl entry."""
+    import threading
+
+    writer, reader = boards(SECRET)
+    for index in range(40):  # fields the reload reads and checks, one by one
+        writer.begin([("tag", TENANT, f"other-{index}")], 30.0)
+    _settling(writer, reader)
+    gaps: list[int] = []
+    stop = threading.Event()
+
+    def read() -> None:
+        while not stop.is_set():
+            if reader.deadline([SCOPE]) is None:
+                gaps.append(1)
+
+    looking = threading.Thread(target=read)
+    looking.start()
+    try:
+        for _ in range(30):
+            reader.reload()
+    finally:
+        stop.set()
+        looking.join()
+    assert gaps == []
+
+
 def test_without_a_secret_announcements_are_plain_and_still_heard(
     boards: Pair, raw: redis.Redis
 ) -> None:

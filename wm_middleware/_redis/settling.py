@@ -237,15 +237,7 @@ class SharedSettling:
             logger.debug("wm_middleware: could not read the settling scopes", exc_info=True)
             return
         now_ms = time.time() * 1000
-        origin = self.origin
-        with self._lock:
-            # This process's own settles stay its own; the rest is read again.
-            own = {
-                scope: settles[origin]
-                for scope, settles in self._deadlines.items()
-                if origin in settles
-            }
-            self._deadlines = {scope: {origin: deadline} for scope, deadline in own.items()}
+        read: list[tuple[Hashable, int]] = []
         for field, value in _pairs(fields):
             try:
                 text = str(field, "utf-8")
@@ -254,8 +246,21 @@ class SharedSettling:
                 scope = key_from_canonical(text)
             except Exception:
                 continue
-            if deadline_ms > now_ms and own.get(scope) != deadline_ms:  # not this process's
-                self._apply([text], deadline_ms, "")
+            if deadline_ms > now_ms:
+                read.append((scope, deadline_ms))
+        origin = self.origin
+        with self._lock:
+            # This process's own settles stay its own; the rest is what was read, swapped in at
+            # once: a reader never sees a scope that settles throughout go and come back.
+            deadlines = {
+                scope: {origin: settles[origin]}
+                for scope, settles in self._deadlines.items()
+                if origin in settles
+            }
+            for scope, deadline_ms in read:
+                if deadlines.get(scope, {}).get(origin) != deadline_ms:  # not this process's
+                    deadlines.setdefault(scope, {})[""] = deadline_ms
+            self._deadlines = deadlines
         self.loaded.set()
 
     # -- state ---------------------------------------------------------------------------------
