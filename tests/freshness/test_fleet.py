@@ -113,14 +113,15 @@ def _two_processes_following_writes(
 ) -> tuple[list[Any], list[str]]:
     """A client per tier (as two processes would have), each with a write of its own pending
     (the first client's written first) and a copy fetched since, expired now (settle_interval
-    0.4 s: a copy lives 0.3 s); and the ids of the documents written."""
+    1 s: a copy, and a status round stored for the fleet, live 0.75 s, room for a loaded
+    machine); and the ids of the documents written."""
     import time
 
     import wm_middleware
 
     emulator.set_indexing_delay(3600.0)
     clients = [
-        wm_middleware.wrap(sdk.client("sync", emulator.base_url), shared=tier, settle_interval=0.4)
+        wm_middleware.wrap(sdk.client("sync", emulator.base_url), shared=tier, settle_interval=1.0)
         for tier in tiers
     ]
     documents = []
@@ -129,7 +130,7 @@ def _two_processes_following_writes(
             sdk.search(client, tag)  # a fetch, then hits: credits for status checks
         documents.append(str(sdk.add(client, f"The {tag} likes espresso", tag).id))
         sdk.search(client, tag)  # fetched while the write is pending: the copy
-    time.sleep(0.35)
+    time.sleep(0.8)
     return clients, documents
 
 
