@@ -168,7 +168,8 @@ def test_the_sdk_serves_a_forged_entry_only_without_a_secret(
         assert "EVIL" in str(served)  # what docs/shared-tier.md warns of
         assert generation.searches(emulator) == 1
     else:
-        assert served == fetched
+        # Refetched: the same results (the answer's own timing may differ by a millisecond).
+        assert served.model_dump(exclude={"timing"}) == fetched.model_dump(exclude={"timing"})
         assert "EVIL" not in str(served)
         assert (tier.forged, generation.searches(emulator)) == (1, 2)
         assert ("wm.shared.operations", "forged", 1) in list(points(reader))
