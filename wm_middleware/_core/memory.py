@@ -51,6 +51,12 @@ else:
 __all__ = ["WorkingMemory"]
 
 
+def _age(now: float, stored: float) -> float:
+    """Seconds since ``stored``; 0 when unknown (an infinite ttl makes it nan) or negative."""
+    age = now - stored
+    return age if age >= 0 else 0.0
+
+
 def _is_shared_tier(shared: object) -> bool:
     from .tier import SharedTier  # here: only a memory given a tier needs the protocol
 
@@ -502,11 +508,7 @@ class _KeyedMemory:
         with self._lock:
             keys = {key for scope in scopes for key in self._store.keys_of(scope)}
             live = [entry for key in keys if (entry := self._store.live(key, now)) is not None]
-        ages = [now - (entry.expires - entry.ttl) for entry in live]
-        return [
-            (entry.key, entry.value, age if age >= 0 else 0.0, entry.scopes)  # nan: unknown
-            for entry, age in zip(live, ages, strict=True)
-        ]
+        return [(e.key, e.value, _age(now, e.expires - e.ttl), e.scopes) for e in live]
 
     def count_near(self, verdict: str) -> None:
         """Count one near-duplicate shadow comparison: ``verdict`` is one of :data:`NEAR`
