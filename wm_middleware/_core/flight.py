@@ -36,11 +36,21 @@ The other hard cases, handled on purpose:
 
 * **A waiter is cancelled.** Only its own future is cancelled, never the fetch. The fetch task is
   cancelled when the last waiter leaves (``abandon``), so nobody pays for work nobody wants.
-* **The fetch is cancelled by someone else** (its loop shut down, ``KeyboardInterrupt`` in the
-  thread that ran it: Go's ``Goexit``). The flight ends ``cancelled``; the waiters still there start
-  again rather than fail for a reason that is not theirs.
+* **The fetch is cancelled by someone else** (its loop shut down: Go's ``Goexit``). The flight
+  ends ``cancelled``; the waiters still there start again (one of them leads a new fetch) rather
+  than fail for a reason that is not theirs.
+* **The fetch is interrupted** (``KeyboardInterrupt``, ``SystemExit``, ``GeneratorExit``). An
+  interrupt or an exit belongs to the thread it was raised in: it leaves the fetch there (a sync
+  leader's call; out of an async flight's task, asyncio raises it out of that loop's
+  ``run_until_complete``, once), and the flight ends ``cancelled``: every waiter elsewhere starts
+  again, in other threads and on other loops, and also the other tasks on the fetch's own loop
+  (raised in each of them, it would reach that thread again once per waiter, even while
+  ``asyncio.run`` cancels the loop's tasks on its way out; started again, they lead a new fetch
+  if the loop runs on, and are cancelled with it if not).
 * **The fetch raises** (Go's panic is our exception). Every current waiter gets the same exception;
-  the waiters do not re-run the fetch one after another.
+  the waiters do not re-run the fetch one after another. In an async flight's task, any other
+  ``BaseException`` (not a cancellation, not an interrupt: gevent's, trio's) is an outcome too:
+  each caller's own fetch would have raised it uncached.
 * **The fetch asks for its own flight** (directly, or from a task or call it started). Waiting for
   itself would hang that key for every caller, so the inner call raises :class:`RuntimeError`. A
   context variable names the flights the current context is leading; tasks inherit it.
@@ -70,8 +80,9 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LEADER_POLL", "Flight", "Group", "running_loop"]
 
-# What a flight's own task re-raises once the flight has ended with it (the rest stays there).
-_LEAVE_A_TASK: Final = (Exception, KeyboardInterrupt, SystemExit)
+# What ends a flight ``cancelled`` rather than as its outcome: it belongs to the thread (or task)
+# it was raised in, and the waiters start again. GeneratorExit is handled on its own.
+_NOT_THE_WAITERS: Final = (KeyboardInterrupt, SystemExit)
 
 DEAD_LEADER_POLL: Final = 0.25
 """Seconds between checks, by a waiter on another thread or loop, that the leader's loop lives."""
@@ -102,6 +113,14 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
     loop: asyncio.AbstractEventLoop | None = events._get_running_loop()
     return loop
+
+
+def _interrupted(task: asyncio.Task[Any]) -> None:
+    """A flight task's done callback: an interrupt it raised has left through its loop already
+    (asyncio raises it out of ``run_until_complete``); read here, it is not logged again as
+    "never retrieved" when the task is collected, in whatever thread that happens."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _wake(futures: list[asyncio.Future[None]]) -> None:
@@ -453,8 +472,9 @@ class Group:
     @contextlib.contextmanager
     def _leading(self, flight: Flight, in_task: bool = False) -> Iterator[None]:
         """Mark the context as leading ``flight``, and end it on an exception: its error for the
-        waiters, or cancelled (KeyboardInterrupt, a cancelled task: they start again). In the
-        flight's own task (``in_task``) any other BaseException is every caller's outcome."""
+        waiters, or cancelled (an interrupt, an exit, a cancelled task: they start again). In the
+        flight's own task (``in_task``) any other BaseException is every caller's outcome, and
+        stays in the task."""
         token = _LEADING.set((*_LEADING.get(), flight))
         try:
             yield
@@ -465,10 +485,12 @@ class Group:
             raise
         except BaseException as error:
             ours = isinstance(error, Exception) or (
-                in_task and not isinstance(error, sys.modules["asyncio"].CancelledError)
+                in_task
+                and not isinstance(error, _NOT_THE_WAITERS)
+                and not isinstance(error, sys.modules["asyncio"].CancelledError)
             )
             self._end(flight, None, error if ours else None, cancelled=not ours)
-            if not (in_task and ours) or isinstance(error, _LEAVE_A_TASK):
+            if not (in_task and ours) or isinstance(error, Exception):
                 raise
         finally:
             with contextlib.suppress(ValueError):  # closed from another context (see above)
@@ -576,6 +598,7 @@ class Group:
             if ticket.role == _LEAD:
                 # Created outside the lock: a task factory may run code eagerly.
                 joined.task = loop.create_task(self._arun(joined, lead, count))
+                joined.task.add_done_callback(_interrupted)
             count = False
             await ticket.await_(self, loop)
             if not joined.cancelled:
@@ -608,6 +631,7 @@ class Group:
             flight.task = task
             self._background.add(task)
             task.add_done_callback(self._background.discard)
+            task.add_done_callback(_interrupted)
             return True
 
         def refresh() -> None:
