@@ -14,6 +14,8 @@
 * A fresh interpreter: :func:`python` (``python -c``, optionally under a launcher),
   :func:`opentelemetry_instrument` (the same under ``opentelemetry-instrument``) and
   :data:`SEARCH_TWICE` (program text for them).
+* A forked child: :func:`in_forked_child` (``os.fork()`` or multiprocessing's fork context), its
+  exit code awaited with a bound (a child that hangs is killed and the test fails).
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ __all__ = [
     "clean",
     "done",
     "free_port",
+    "in_forked_child",
     "opentelemetry_instrument",
     "python",
     "sdk_client",
@@ -199,6 +202,53 @@ def opentelemetry_instrument(
         "OTEL_LOGS_EXPORTER": "none",
     }
     return python(code, *args, env=env, launcher=launcher)
+
+
+# -- a forked child -------------------------------------------------------------------------------
+
+FORKS = ["os.fork", "multiprocessing"]
+"""How :func:`in_forked_child` forks: ``os.fork()`` itself, or multiprocessing's fork context
+(Celery's prefork pool, ``multiprocessing`` on Linux by default)."""
+
+
+def in_forked_child(child: Callable[[], int], how: str = "os.fork", limit: float = 60.0) -> int:
+    """Run ``child()`` in a process forked from this one (``how``: one of :data:`FORKS`) and
+    return its exit code: what ``child`` returned, 1 if it raised. A child still running after
+    ``limit`` seconds (a bound that a passing run never reaches) is killed, and this fails."""
+
+    def run() -> None:
+        code = 1
+        try:
+            code = child()
+        finally:
+            os._exit(code)  # no test teardown, no atexit of the parent's, in the child
+
+    if how == "multiprocessing":
+        import multiprocessing
+
+        process = multiprocessing.get_context("fork").Process(target=run, daemon=True)
+        process.start()
+        process.join(limit)
+        if process.exitcode is None:
+            process.kill()
+            process.join()
+            raise AssertionError(f"the forked child still ran after {limit} s: killed")
+        return process.exitcode
+    if how != "os.fork":
+        raise ValueError(f"how must be one of {FORKS}, got {how!r}")
+    pid = os.fork()
+    if pid == 0:
+        run()
+    deadline = time.monotonic() + limit
+    while True:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            return os.waitstatus_to_exitcode(status)
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError(f"the forked child still ran after {limit} s: killed")
+        time.sleep(0.01)
 
 
 # -- the emulator --------------------------------------------------------------------------------

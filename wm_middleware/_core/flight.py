@@ -63,6 +63,14 @@ The other hard cases, handled on purpose:
   cancelled, and its waiters start again.
 * **A background refresh** is a flight with no waiter of its own, in a worker thread or a task of
   the running loop; at most one runs per key. Its outcome reaches nobody.
+* **The process forks during a fetch** (multiprocessing's fork start method, Celery's prefork
+  pool, gunicorn's preload). Only the forking thread runs in the child: a flight led by another
+  thread or loop would never end there, and a thread waiting for it would wait for ever. So the
+  child starts with a new lock, an empty table and no background work of the parent's
+  (:meth:`Group._after_fork`, see ``forks.py``): every flight of the parent ends ``cancelled``,
+  detached, and its waiters that live on in the child (tasks of the forking thread's loop) start
+  again. A fetch the forking thread itself goes on with (it forked inside it, or on the loop
+  running it) still answers its own callers, and is not stored.
 """
 
 from __future__ import annotations
@@ -72,6 +80,8 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
 from contextvars import ContextVar
+
+from .forks import reset_in_child
 
 TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
@@ -242,6 +252,16 @@ class Flight:
             except RuntimeError:
                 pass  # that loop is closed, and its waiting tasks with it
 
+    def wake_in_child(self) -> None:
+        """:meth:`wake` in a forked child, where only the forking thread runs: no thread waits on
+        the event (dropped, not set: a thread of the parent may have held its lock), and each
+        loop's futures are woken directly, once (a loop's wake-up pipe is the parent's too). A
+        later :meth:`wake`, by a fetch that goes on in the child, finds nothing left to wake."""
+        futures, self._futures, self._event = self._futures, {}, None
+        for waiting in futures.values():
+            with contextlib.suppress(RuntimeError):  # that loop is closed
+                _wake(waiting)
+
     def abandon(self) -> None:
         """Cancel the fetch task: its last waiter left. Lock held (cancel is only scheduled)."""
         self.detached = True
@@ -302,6 +322,13 @@ class _Ticket:
             raise
 
 
+def _goes_on(work: object, here: asyncio.AbstractEventLoop | None) -> bool:
+    """Whether background ``work`` (a task or a thread) still runs in a forked child: only a
+    task of the loop the forking thread runs (``here``) does."""
+    get_loop = getattr(work, "get_loop", None)
+    return here is not None and get_loop is not None and get_loop() is here
+
+
 def _reentered(key: Hashable) -> RuntimeError:
     return RuntimeError(
         f"the fetch of cache key {key!r} asked for that same key while computing it: "
@@ -348,10 +375,11 @@ class Group:
     ``info`` is ``leader_info``. ``lead``'s exception reaches every caller sharing the flight.
     """
 
-    __slots__ = ("_background", "_lock", "_table", "joined")
+    __slots__ = ("__weakref__", "_background", "_lock", "_table", "joined")
 
     def __init__(self) -> None:
         # Guards the table and every Flight field marked *lock*; never held while calling out.
+        # Replaced (with the table and the background work) in a forked child: _after_fork.
         self._lock = threading.Lock()
         # lock: the flights in progress.
         self._table = _Table()
@@ -359,6 +387,20 @@ class Group:
         self._background: set[object] = set()
         # lock: callers that joined a flight already running, each counted once per call.
         self.joined = 0
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child: no flight of the parent goes on (see the module docstring).
+        Runs in the forking thread alone, before anything else of the child."""
+        here = running_loop()
+        flights = self._table.all()
+        self._lock = threading.Lock()
+        self._table = _Table()
+        self._background = {work for work in self._background if _goes_on(work, here)}
+        for flight in flights:
+            flight.detached = True
+            flight.finish(None, None, cancelled=True)
+            flight.wake_in_child()
 
     def __len__(self) -> int:
         """Flights running now (dead ones are ended on the way)."""

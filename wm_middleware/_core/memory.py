@@ -26,6 +26,7 @@ from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, 
 from contextlib import contextmanager
 
 from .flight import Flight, Group
+from .forks import reset_in_child
 from .keys import UNSET, Key, KeyMemo, make_key, normalise_query
 from .outcomes import MISSING, SERVED, Counters, Loaded, TierResult
 from .settling import Settle, Settlements, check_seconds
@@ -404,6 +405,15 @@ class _KeyedMemory:
         )
         if shared is not None:
             shared.bind(self)
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``forks.py``): a new lock. A thread of the parent that held the
+        old one at the fork may have left the store half changed: then the child starts empty."""
+        held = self._lock.locked()  # the forking thread never forks holding it
+        self._lock = self._leader.lock = threading.Lock()
+        if held:
+            self._store = self._leader.store = Store(self._max_entries, self._refresh_after)
 
     def lookup(
         self,

@@ -22,6 +22,7 @@ import math
 import threading
 from collections.abc import Callable, Hashable, Iterable
 
+from .forks import reset_in_child
 from .keys import normalise_query
 
 __all__ = ["Settle", "Settlements", "as_scopes", "check_seconds"]
@@ -134,6 +135,19 @@ class Settlements:
         self._index: dict[Hashable, set[Settle]] = {}
         self._active: set[Settle] = set()
         self._thread: threading.Thread | None = None
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``forks.py``): a new lock, condition and events, and the
+        thread started again if anything settles (the parent's does not run here)."""
+        self._lock = threading.Lock()
+        self._wake = threading.Condition(self._lock)
+        self._thread = None
+        for settle in self._active:
+            settle._done = threading.Event()  # not set: it still settles
+        if self._active:
+            with self._lock:
+                self._start_locked()
 
     def __len__(self) -> int:
         return len(self._active)

@@ -1,0 +1,88 @@
+"""A forked child starts with no flight, lock or background work of its parent's.
+
+Only the forking thread runs in a child: a fetch led by another thread (or by a task of another
+thread's loop) never ends there. The child's callers of that key fetch for themselves; the
+parent is unharmed. The same through the real SDKs against the emulator is in
+``tests/interception/test_fork.py``; freshness state in ``tests/freshness/test_fork.py``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from wm_middleware import WorkingMemory
+
+from ..conftest import FORKS, in_forked_child
+from .conftest import Held, running, wait_for
+
+CHILD = "fetched by the child"
+
+
+async def _child_fetch() -> str:
+    return CHILD
+
+
+def _child_search(wm: WorkingMemory[str], caller: str) -> int:
+    """The child's search of ``q``: 0 when it fetched for itself and left no flight behind."""
+    if caller == "thread":
+        value = wm.search("q", lambda: CHILD)
+    else:
+        value = asyncio.run(wm.asearch("q", _child_fetch))
+    return 0 if (value, wm.stats().inflight, wm.get("q")) == (CHILD, 0, CHILD) else 2
+
+
+@pytest.mark.parametrize("how", FORKS)
+@pytest.mark.parametrize("caller", ["thread", "task"])
+def test_a_child_forked_during_a_threads_fetch_fetches_for_itself(how: str, caller: str) -> None:
+    wm: WorkingMemory[str] = WorkingMemory()
+    fetch = Held("fetched by the parent")
+    results: list[str] = []
+    with running(lambda: results.append(wm.search("q", fetch))):
+        wait_for(lambda: fetch.calls == 1, "the parent's fetch never started")
+        assert in_forked_child(lambda: _child_search(wm, caller), how) == 0
+        fetch.release()
+    assert results == ["fetched by the parent"]
+    assert wm.search("q", lambda: "again") == "fetched by the parent"  # the parent's stored it
+
+
+@pytest.mark.parametrize("how", FORKS)
+@pytest.mark.parametrize("caller", ["thread", "task"])
+def test_a_child_forked_during_another_loops_fetch_fetches_for_itself(
+    how: str, caller: str
+) -> None:
+    """The fetch runs in a task of a loop in another thread: that loop never runs in the child,
+    and is not closed there either (a waiter's check for a dead loop would not find it)."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    started, release = threading.Event(), threading.Event()
+
+    async def fetch() -> str:
+        started.set()
+        while not release.is_set():  # noqa: ASYNC110 - set from another thread
+            await asyncio.sleep(0.001)
+        return "fetched by the parent"
+
+    results: list[str] = []
+    with running(lambda: results.append(asyncio.run(wm.asearch("q", fetch)))):
+        assert started.wait(30), "the parent's fetch never started"
+        assert in_forked_child(lambda: _child_search(wm, caller), how) == 0
+        release.set()
+    assert results == ["fetched by the parent"]
+
+
+def test_a_settle_forked_into_a_child_still_ends_there() -> None:
+    """The settle thread is the parent's: the child runs its own, so a settle it inherited ends
+    at its deadline there too (its scopes are dropped, and reads fetch the settled state)."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    wm.search("q", lambda: "before the write")
+    settle = wm.settle("q", within=0.3)
+
+    def child() -> int:
+        if not settle.wait(timeout=20):
+            return 2
+        return 0 if wm.search("q", lambda: CHILD) == CHILD else 3
+
+    assert in_forked_child(child) == 0
+    assert settle.wait(timeout=20)
