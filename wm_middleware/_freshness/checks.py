@@ -21,6 +21,7 @@ from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from .._api.routes import route_named
+from .._core.forks import reset_in_child
 from .._telemetry.names import (
     CHECK_OUTCOME,
     ERROR_TYPE,
@@ -70,9 +71,16 @@ class StatusChecks:
     def __init__(self, telemetry: Telemetry, pending: Callable[[], int], timeout: float) -> None:
         self._telemetry = telemetry
         self._timeout = timeout
-        self._client: httpx.Client | None = None
+        self._client: httpx.Client | None = None  # lock; made at the first request
         self._lock = threading.Lock()
         self._counter = _guarded_counter(telemetry, pending)
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock, and no client: the parent's
+        connections stay the parent's (forgotten here, not closed: closing would talk on them)."""
+        self._lock = threading.Lock()
+        self._client = None
 
     def get(
         self,

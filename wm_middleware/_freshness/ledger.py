@@ -21,6 +21,8 @@ import threading
 from collections.abc import Callable
 from typing import TypeVar
 
+from .._core.forks import reset_in_child
+
 __all__ = ["Ledger"]
 
 T = TypeVar("T")
@@ -29,12 +31,19 @@ T = TypeVar("T")
 class Ledger:
     """Credits of one runtime: earned by reads served from memory, spent by requests of its own."""
 
-    __slots__ = ("_lock", "earned", "spent")
+    __slots__ = ("__weakref__", "_lock", "earned", "spent")
 
     def __init__(self) -> None:
         self.earned = 0  # reads answered from memory; unlocked increments (see the module)
         self.spent = 0  # lock: status checks and refreshes
         self._lock = threading.Lock()
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock, and no credit: what the
+        parent's reads earned, the parent spends (the bound holds for each process)."""
+        self._lock = threading.Lock()
+        self.earned = self.spent = 0
 
     @property
     def balance(self) -> int:

@@ -21,6 +21,7 @@ from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from .._core import Settle, check_seconds
+from .._core.forks import reset_in_child
 from .checks import LIST_PROCESSING, NOT_FOUND, StatusChecks, document_path
 from .copies import Copies, Copy, Standing
 from .documents import FINISHED, Follow, field_of, status_of
@@ -119,6 +120,16 @@ class Freshness:
         # Whatever the memory drops (a write, an invalidation by hand, another process's heard
         # through the tier), its copies are forgotten with it.
         memory.on_drop(self._forget_copies)
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock, and none of the parent's
+        pending writes: the parent follows them (a status round of its threads, holding a
+        tenant's lock, never ends here). The child's reads of their scopes fetch until the
+        memory's settles of them end."""
+        self._lock = threading.Lock()
+        self._tenants = {}
+        self._copies = Copies()
 
     # -- writes --------------------------------------------------------------------------------
     def written(self, write: Write, answer: Any, started: float) -> Standing | None:
