@@ -103,6 +103,7 @@ async def _before(em: Emulator, request: Request, body: bytes, parsed: Any) -> R
             body=body,
             json=parsed,
             tenant=_bearer(request),
+            peer=None if request.client is None else (request.client.host, request.client.port),
         )
     )
     delay = em.latency.draw()

@@ -37,6 +37,7 @@ class RecordedRequest:
     body: bytes
     json: Any
     tenant: str | None
+    peer: tuple[str, int] | None = None  # the client's address and port: the connection it used
 
 
 class RequestLog:
