@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from .. import _logs
 from .._core import MISSING
+from .._core.forks import reset_in_child
 from .._telemetry.names import (
     NEAR_COMPARISONS,
     NEAR_QUERY,
@@ -119,6 +120,15 @@ class Shadow:
             )
         except Exception:
             pass
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock, and no embedding of the
+        parent's under way (its worker threads do not run here; one counted busy would be for
+        ever); the vectors done stay."""
+        self._lock = threading.Lock()
+        self._running = 0
+        self._embedding = {key: f for key, f in self._embedding.items() if f.done()}
 
     def __len__(self) -> int:
         """Cached queries indexed now."""
