@@ -14,6 +14,7 @@ hook; the hooks stay registered for the next attempt.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -34,6 +35,15 @@ Hook = Callable[[ModuleType], None]
 # ``name in _WAITING`` is a dict probe, atomic under the GIL.
 _WAITING: dict[str, list[Hook]] = {}
 _LOCK = threading.Lock()
+
+
+def _new_lock() -> None:
+    """In a forked child: a new lock (a thread of the parent importing may have held it)."""
+    global _LOCK
+    _LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_lock)
 
 
 def when_imported(name: str, hook: Hook) -> None:

@@ -12,6 +12,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 
+from .forks import reset_in_child
+
 TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
     from typing import Any, Generic, TypeVar
@@ -48,11 +50,17 @@ class OnFirstCall(Generic[T]):
     reads one attribute. :meth:`take` forgets it, and the next call makes another.
     """
 
-    __slots__ = ("_lock", "_made", "_make")
+    __slots__ = ("__weakref__", "_lock", "_made", "_make")
 
     def __init__(self, make: Callable[[], T]) -> None:
         self._make = make
         self._made: T | None = None  # written under the lock, read without it
+        self._lock = threading.Lock()
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``forks.py``): a new lock. A thread of the parent making the
+        value at the fork never finishes here: the child's first call makes it."""
         self._lock = threading.Lock()
 
     def __call__(self) -> T:

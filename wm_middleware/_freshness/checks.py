@@ -9,6 +9,7 @@ about, and current around the request, so the HTTP span of an instrumented httpx
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator
@@ -188,6 +189,15 @@ class _Instruments:
 
 _BY_TELEMETRY: weakref.WeakKeyDictionary[Any, _Instruments] = weakref.WeakKeyDictionary()
 _INSTRUMENTS_LOCK = threading.Lock()
+
+
+def _new_instruments_lock() -> None:
+    """In a forked child: a new lock (a thread of the parent may have held it)."""
+    global _INSTRUMENTS_LOCK
+    _INSTRUMENTS_LOCK = threading.Lock()
+
+
+os.register_at_fork(after_in_child=_new_instruments_lock)
 
 
 def _counter(telemetry: Telemetry, pending: Callable[[], int]) -> Any:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from opentelemetry import metrics, trace
 
+from .._core.forks import reset_in_child
 from .outage import Outage, guarded
 
 __all__ = [
@@ -202,6 +203,12 @@ class DeliveryCount:
         self.exporter = exporter
         self.delivered = 0
         self.dropped = 0
+        self._lock = threading.Lock()
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock (the parent's export thread
+        may have held it; the OTel SDK starts the child's own)."""
         self._lock = threading.Lock()
 
     def export(self, spans: Sequence[Any]) -> Any:

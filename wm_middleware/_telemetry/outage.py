@@ -21,6 +21,8 @@ from contextlib import contextmanager
 from typing import Any, Final
 from urllib.parse import urlsplit
 
+from .._core.forks import reset_in_child
+
 __all__ = ["Outage", "guarded"]
 
 logger = logging.getLogger("wm_middleware")
@@ -46,6 +48,11 @@ class Outage:
         self._lock = threading.Lock()
         self._muting = 0
         self._level = logging.NOTSET
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock."""
+        self._lock = threading.Lock()
 
     def address(self) -> tuple[str, int]:
         parts = urlsplit(self.target if "//" in self.target else f"//{self.target}")
