@@ -85,7 +85,24 @@ def _status_check_instruments() -> tuple[Any, Callable[[], object]]:
     return checks._INSTRUMENTS_LOCK, lambda: Runtime(WorkingMemory(), Telemetry()) is not None
 
 
+def _instrumentation() -> tuple[Any, Callable[[], object]]:
+    """The parent is instrumented (its patch table shares the lock); the child instruments
+    again, differently, which reverts that table first."""
+    import wm_middleware
+    from wm_middleware._instrumentor import INSTRUMENTATION
+
+    wm_middleware.instrument()
+
+    def instrument_and_back() -> bool:
+        wm_middleware.instrument(ttl=5.0)
+        wm_middleware.uninstrument()
+        return True
+
+    return INSTRUMENTATION.lock, instrument_and_back
+
+
 CASES = {
+    "instrument()": _instrumentation,
     "a value made at its first call": _first_call,
     "the OTLP delivery count": _delivery_count,
     "the collector outage report": _outage,
@@ -96,6 +113,11 @@ CASES = {
 
 @pytest.mark.parametrize("case", list(CASES))
 def test_a_lock_held_by_another_thread_at_a_fork_is_free_in_the_child(case: str) -> None:
+    import wm_middleware
+
     lock, takes_it = CASES[case]()
-    with held_by_another_thread(lock):
-        assert in_forked_child(lambda: 0 if takes_it() else 2, limit=30) == 0
+    try:
+        with held_by_another_thread(lock):
+            assert in_forked_child(lambda: 0 if takes_it() else 2, limit=30) == 0
+    finally:
+        wm_middleware.uninstrument()  # a no-op but for instrument()'s case

@@ -31,6 +31,7 @@ from collections.abc import Callable, Mapping
 from . import _logs
 from ._adapters import ADAPTERS, PatchTable
 from ._core import WorkingMemory
+from ._core.forks import reset_in_child
 from ._core.lazy import OnFirstCall
 from ._settings import OPTIONS, Settings
 
@@ -200,6 +201,14 @@ class Instrumentation:
         # What the patches call at each call they handle, made by the first (see runtime()).
         self._runtime: OnFirstCall[Runtime] | None = None
         self._table: PatchTable | None = None
+        reset_in_child(self)
+
+    def _after_fork(self) -> None:
+        """In a forked child (see ``_core/forks.py``): a new lock, which the patch table shares
+        (a thread of the parent instrumenting, or patching a library it imported, held it)."""
+        self.lock = threading.RLock()
+        if self._table is not None:
+            self._table.relock(self.lock)
 
     @property
     def active(self) -> bool:

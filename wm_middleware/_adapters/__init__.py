@@ -139,6 +139,10 @@ class PatchTable:
         self._pending: dict[str, list[Adapter]] = {}
         self._active = True
 
+    def relock(self, lock: threading.RLock) -> None:
+        """Take the instrumentor's new lock (it makes one in a forked child)."""
+        self._lock = lock
+
     @property
     def pending(self) -> frozenset[str]:
         """The libraries this table waits for."""
