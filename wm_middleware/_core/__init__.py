@@ -9,6 +9,7 @@ One idea per module:
 * ``stats``: :class:`CacheStats`, the statistics a memory reports;
 * ``tier``: the seam a shared second tier plugs into (its protocols);
 * ``settling``: scopes a write has changed but the backend has not applied yet;
+* ``forks``: what a forked child must not inherit (each holder resets itself there);
 * ``memory``: :class:`WorkingMemory`, the facade composing them (``generic``: its ``[T]``);
 * ``lazy``: names imported when first asked for (the start-up rule below, the package's too).
 
