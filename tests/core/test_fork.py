@@ -15,7 +15,7 @@ import pytest
 
 from wm_middleware import WorkingMemory
 
-from ..conftest import FORKS, in_forked_child
+from ..conftest import FORKS, in_forked_child, until
 from .conftest import Held, running, wait_for
 
 CHILD = "fetched by the child"
@@ -86,3 +86,30 @@ def test_a_settle_forked_into_a_child_still_ends_there() -> None:
 
     assert in_forked_child(child) == 0
     assert settle.wait(timeout=20)
+
+
+def test_a_task_waiting_on_a_loop_the_child_runs_again_starts_again_there() -> None:
+    """The fork is made between two runs of a loop (asyncio lets no loop run on through a
+    fork) while a task of that loop waits for another thread's fetch: when the child runs the
+    loop again, that task leads a fetch of its own."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    fetch = Held("fetched by the parent")
+    loop = asyncio.new_event_loop()
+    try:
+        with running(lambda: wm.search("q", fetch)):
+            wait_for(lambda: fetch.calls == 1, "the parent's fetch never started")
+            waiter = loop.create_task(wm.asearch("q", _child_fetch))
+
+            async def joined() -> None:
+                await until(lambda: wm.stats().coalesced == 1, "the task never joined")
+
+            loop.run_until_complete(joined())
+
+            def child() -> int:
+                return 0 if loop.run_until_complete(waiter) == CHILD else 2
+
+            assert in_forked_child(child) == 0
+            fetch.release()
+            assert loop.run_until_complete(waiter) == "fetched by the parent"
+    finally:
+        loop.close()

@@ -66,11 +66,12 @@ The other hard cases, handled on purpose:
 * **The process forks during a fetch** (multiprocessing's fork start method, Celery's prefork
   pool, gunicorn's preload). Only the forking thread runs in the child: a flight led by another
   thread or loop would never end there, and a thread waiting for it would wait for ever. So the
-  child starts with a new lock, an empty table and no background work of the parent's
-  (:meth:`Group._after_fork`, see ``forks.py``): every flight of the parent ends ``cancelled``,
-  detached, and its waiters that live on in the child (tasks of the forking thread's loop) start
-  again. A fetch the forking thread itself goes on with (it forked inside it, or on the loop
-  running it) still answers its own callers, and is not stored.
+  child starts with a new lock, an empty table and no background refresh (:meth:`Group._after_fork`,
+  see ``forks.py``): every flight of the parent ends ``cancelled``, detached, so the child's
+  callers fetch for themselves, and a task left waiting on a loop that the child runs again
+  (asyncio lets no loop run on through a fork) starts again there. A fetch the forking thread
+  goes on with in the child (it forked inside its own sync fetch) answers its caller and stores
+  nothing.
 """
 
 from __future__ import annotations
@@ -322,13 +323,6 @@ class _Ticket:
             raise
 
 
-def _goes_on(work: object, here: asyncio.AbstractEventLoop | None) -> bool:
-    """Whether background ``work`` (a task or a thread) still runs in a forked child: only a
-    task of the loop the forking thread runs (``here``) does."""
-    get_loop = getattr(work, "get_loop", None)
-    return here is not None and get_loop is not None and get_loop() is here
-
-
 def _reentered(key: Hashable) -> RuntimeError:
     return RuntimeError(
         f"the fetch of cache key {key!r} asked for that same key while computing it: "
@@ -392,11 +386,10 @@ class Group:
     def _after_fork(self) -> None:
         """In a forked child: no flight of the parent goes on (see the module docstring).
         Runs in the forking thread alone, before anything else of the child."""
-        here = running_loop()
         flights = self._table.all()
         self._lock = threading.Lock()
         self._table = _Table()
-        self._background = {work for work in self._background if _goes_on(work, here)}
+        self._background = set()  # threads and tasks of the parent (no loop runs on in a child)
         for flight in flights:
             flight.detached = True
             flight.finish(None, None, cancelled=True)
