@@ -9,7 +9,9 @@ parent is unharmed. The same through the real SDKs against the emulator is in
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import weakref
 
 import pytest
 
@@ -113,3 +115,13 @@ def test_a_task_waiting_on_a_loop_the_child_runs_again_starts_again_there() -> N
             assert loop.run_until_complete(waiter) == "fetched by the parent"
     finally:
         loop.close()
+
+
+def test_a_memory_is_not_kept_alive_for_the_sake_of_a_fork() -> None:
+    """Everything that resets itself in a forked child is registered weakly."""
+    wm: WorkingMemory[str] = WorkingMemory()
+    wm.search("q", lambda: "v")
+    gone = weakref.ref(wm)
+    del wm
+    gc.collect()
+    assert gone() is None

@@ -79,7 +79,7 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Hashable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Hashable, Iterable, Iterator
 from contextvars import ContextVar
 
 from .forks import reset_in_child
@@ -91,9 +91,8 @@ if TYPE_CHECKING:
 
 __all__ = ["DEAD_LEADER_POLL", "Flight", "Group", "running_loop"]
 
-# What ends a flight ``cancelled`` rather than as its outcome: it belongs to the thread (or task)
-# it was raised in, and the waiters start again. GeneratorExit is handled on its own.
-_NOT_THE_WAITERS: Final = (KeyboardInterrupt, SystemExit)
+# Interrupts and exits: each belongs to the thread it was raised in (see _outcome_of).
+_INTERRUPTS: Final = (KeyboardInterrupt, SystemExit, GeneratorExit)
 
 DEAD_LEADER_POLL: Final = 0.25
 """Seconds between checks, by a waiter on another thread or loop, that the leader's loop lives."""
@@ -124,6 +123,25 @@ def running_loop() -> asyncio.AbstractEventLoop | None:
         return None
     loop: asyncio.AbstractEventLoop | None = events._get_running_loop()
     return loop
+
+
+def _outcome_of(error: BaseException, in_task: bool) -> bool:
+    """Whether ``error``, out of a leader's fetch, is the flight's outcome for every waiter (else
+    the flight ends cancelled, and they start again). An ``Exception`` is; an interrupt or an exit
+    never is, nor a cancellation; any other ``BaseException`` is in the flight's own asyncio task
+    (``in_task``), where each caller's own fetch would have raised it uncached."""
+    if isinstance(error, Exception):
+        return True
+    return in_task and not isinstance(error, (*_INTERRUPTS, sys.modules["asyncio"].CancelledError))
+
+
+def _flight_task(
+    loop: asyncio.AbstractEventLoop, run: Coroutine[Any, Any, None]
+) -> asyncio.Task[None]:
+    """The task that runs a flight's fetch on ``loop`` (see :func:`_interrupted`)."""
+    task = loop.create_task(run)
+    task.add_done_callback(_interrupted)
+    return task
 
 
 def _interrupted(task: asyncio.Task[Any]) -> None:
@@ -253,11 +271,14 @@ class Flight:
             except RuntimeError:
                 pass  # that loop is closed, and its waiting tasks with it
 
-    def wake_in_child(self) -> None:
-        """:meth:`wake` in a forked child, where only the forking thread runs: no thread waits on
-        the event (dropped, not set: a thread of the parent may have held its lock), and each
-        loop's futures are woken directly, once (a loop's wake-up pipe is the parent's too). A
-        later :meth:`wake`, by a fetch that goes on in the child, finds nothing left to wake."""
+    def end_in_child(self) -> None:
+        """End cancelled and detached in a forked child, where only the forking thread runs, and
+        wake the waiters there: no thread waits on the event (dropped, not set: a thread of the
+        parent may have held its lock), and each loop's futures are woken directly, once (a loop's
+        wake-up pipe is the parent's too). A later :meth:`wake`, by a fetch that goes on in the
+        child, finds nothing left to wake."""
+        self.detached = True
+        self.finish(None, None, cancelled=True)
         futures, self._futures, self._event = self._futures, {}, None
         for waiting in futures.values():
             with contextlib.suppress(RuntimeError):  # that loop is closed
@@ -356,6 +377,12 @@ class _Table:
     def all(self) -> list[Flight]:
         return [flight for same in self._flights.values() for flight in same.values()]
 
+    def end_in_child(self) -> None:
+        """In a forked child: every flight ends cancelled, detached, and is taken out."""
+        flights, self._flights = self.all(), {}
+        for flight in flights:
+            flight.end_in_child()
+
     def of(self, key: Hashable) -> list[Flight]:
         """Every flight of ``key``, whatever its flight key."""
         return list(self._flights.get(key, {}).values())
@@ -373,7 +400,6 @@ class Group:
 
     def __init__(self) -> None:
         # Guards the table and every Flight field marked *lock*; never held while calling out.
-        # Replaced (with the table and the background work) in a forked child: _after_fork.
         self._lock = threading.Lock()
         # lock: the flights in progress.
         self._table = _Table()
@@ -384,16 +410,9 @@ class Group:
         reset_in_child(self)
 
     def _after_fork(self) -> None:
-        """In a forked child: no flight of the parent goes on (see the module docstring).
-        Runs in the forking thread alone, before anything else of the child."""
-        flights = self._table.all()
-        self._lock = threading.Lock()
-        self._table = _Table()
-        self._background = set()  # threads and tasks of the parent (no loop runs on in a child)
-        for flight in flights:
-            flight.detached = True
-            flight.finish(None, None, cancelled=True)
-            flight.wake_in_child()
+        """In a forked child: a new lock, and no flight or refresh of the parent's goes on."""
+        self._lock, self._background = threading.Lock(), set()
+        self._table.end_in_child()
 
     def __len__(self) -> int:
         """Flights running now (dead ones are ended on the way)."""
@@ -506,27 +525,19 @@ class Group:
     # -- leading -------------------------------------------------------------------------------
     @contextlib.contextmanager
     def _leading(self, flight: Flight, in_task: bool = False) -> Iterator[None]:
-        """Mark the context as leading ``flight``, and end it on an exception: its error for the
-        waiters, or cancelled (an interrupt, an exit, a cancelled task: they start again). In the
-        flight's own task (``in_task``) any other BaseException is every caller's outcome, and
-        stays in the task."""
+        """Mark the context as leading ``flight``, and end it on an exception: as the waiters'
+        outcome, or cancelled for them to start again (:func:`_outcome_of` says which)."""
         token = _LEADING.set((*_LEADING.get(), flight))
         try:
             yield
-        except GeneratorExit:
-            # The leader's coroutine is being closed: stranded on a closed loop and collected.
-            # The collector runs at any allocation, in any thread, inside this group's lock too.
-            self._end(flight, None, cancelled=True, blocking=False)
-            raise
         except BaseException as error:
-            ours = isinstance(error, Exception) or (
-                in_task
-                and not isinstance(error, _NOT_THE_WAITERS)
-                and not isinstance(error, sys.modules["asyncio"].CancelledError)
-            )
-            self._end(flight, None, error if ours else None, cancelled=not ours)
+            ours = _outcome_of(error, in_task)
+            # A GeneratorExit may close a leader stranded on a closed loop and collected: at any
+            # allocation, in any thread, inside this group's lock too. Then only if it is free.
+            wait = not isinstance(error, GeneratorExit)
+            self._end(flight, None, error if ours else None, cancelled=not ours, blocking=wait)
             if not (in_task and ours) or isinstance(error, Exception):
-                raise
+                raise  # in the flight's own task, any other outcome stays there
         finally:
             with contextlib.suppress(ValueError):  # closed from another context (see above)
                 _LEADING.reset(token)
@@ -632,8 +643,7 @@ class Group:
             joined = ticket.flight
             if ticket.role == _LEAD:
                 # Created outside the lock: a task factory may run code eagerly.
-                joined.task = loop.create_task(self._arun(joined, lead, count))
-                joined.task.add_done_callback(_interrupted)
+                joined.task = _flight_task(loop, self._arun(joined, lead, count))
             count = False
             await ticket.await_(self, loop)
             if not joined.cancelled:
@@ -662,11 +672,9 @@ class Group:
         if running is not None:
             return False
         if loop is not None:
-            task = loop.create_task(self._arun(flight, lead, False))
-            flight.task = task
+            task = flight.task = _flight_task(loop, self._arun(flight, lead, False))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
-            task.add_done_callback(_interrupted)
             return True
 
         def refresh() -> None:

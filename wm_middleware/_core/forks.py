@@ -6,7 +6,8 @@ stays held there for ever; a fetch or a request another thread was making never 
 waits for it waits for ever; a pooled connection is one TCP stream that two processes would
 write to. An object that holds such things registers itself with :func:`reset_in_child` when it
 is made; in the child, before ``fork()`` returns there, the forking thread calls each registered
-object's ``_after_fork()`` (through ``os.register_at_fork``).
+object's ``_after_fork()``, or the function it was registered with (through
+``os.register_at_fork``).
 
 What an ``_after_fork`` does, and does not:
 
@@ -26,33 +27,41 @@ from __future__ import annotations
 
 import os
 import weakref
+from collections.abc import Callable
 
 TYPE_CHECKING = False  # typing is not imported at start-up: see the package docstring
 if TYPE_CHECKING:
-    from typing import Protocol
-
-    class Resets(Protocol):
-        """An object that resets itself in a forked child."""
-
-        def _after_fork(self) -> None: ...
-
+    from typing import Any
 
 __all__ = ["reset_in_child"]
 
-# Every live object that resets itself in a forked child. WeakSet.add is safe from any thread.
-_REGISTERED: weakref.WeakSet[Resets] = weakref.WeakSet()
+# id -> (a weak reference to a live holder, its reset or None for its _after_fork). By identity:
+# equal holders are still two. Dict item operations are atomic: safe from any thread.
+_REGISTERED: dict[int, tuple[weakref.ref[Any], Callable[[Any], None] | None]] = {}
 
 
-def reset_in_child(holder: Resets) -> None:
-    """Call ``holder._after_fork()`` in every process forked from this one from now on, while
-    ``holder`` lives (see the module docstring)."""
-    _REGISTERED.add(holder)
+def reset_in_child(holder: Any, reset: Callable[[Any], None] | None = None) -> None:
+    """Call ``holder._after_fork()``, or ``reset(holder)``, in every process forked from this one
+    from now on, while ``holder`` lives (see the module docstring)."""
+    key = id(holder)
+
+    def forget(ref: weakref.ref[Any]) -> None:  # called as the holder goes, before its id is free
+        if _REGISTERED.get(key, (None,))[0] is ref:
+            _REGISTERED.pop(key, None)
+
+    _REGISTERED[key] = (weakref.ref(holder, forget), reset)
 
 
 def _in_child() -> None:
-    for holder in list(_REGISTERED):
+    for ref, reset in list(_REGISTERED.values()):
+        holder = ref()
+        if holder is None:
+            continue
         try:
-            holder._after_fork()
+            if reset is None:
+                holder._after_fork()
+            else:
+                reset(holder)
         except Exception:  # the others still reset; logging is imported only to say so
             import logging
 

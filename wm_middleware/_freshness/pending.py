@@ -120,16 +120,7 @@ class Freshness:
         # Whatever the memory drops (a write, an invalidation by hand, another process's heard
         # through the tier), its copies are forgotten with it.
         memory.on_drop(self._forget_copies)
-        reset_in_child(self)
-
-    def _after_fork(self) -> None:
-        """In a forked child (see ``_core/forks.py``): a new lock, and none of the parent's
-        pending writes: the parent follows them (a status round of its threads, holding a
-        tenant's lock, never ends here). The child's reads of their scopes fetch until the
-        memory's settles of them end."""
-        self._lock = threading.Lock()
-        self._tenants = {}
-        self._copies = Copies()
+        reset_in_child(self, _after_fork)
 
     # -- writes --------------------------------------------------------------------------------
     def written(self, write: Write, answer: Any, started: float) -> Standing | None:
@@ -503,6 +494,16 @@ def _ask_oldest(
     if status in FINISHED:
         return {oldest.id: status}, began
     return {doc.id: status for doc in asked}, began  # the younger ones are pending too
+
+
+def _after_fork(freshness: Freshness) -> None:
+    """:class:`Freshness` in a forked child (see ``_core/forks.py``): a new lock, and none of the
+    parent's pending writes: the parent follows them (a status round of its threads, holding a
+    tenant's lock, never ends here). The child's reads of their scopes fetch until the memory's
+    settles of them end."""
+    freshness._lock = threading.Lock()
+    freshness._tenants = {}
+    freshness._copies = Copies()
 
 
 def _shared_settling(memory: WorkingMemory[Any]) -> Any:
