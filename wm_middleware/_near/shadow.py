@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent import futures
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -142,12 +143,14 @@ class Shadow:
         """End a miss's shadow work once its fetch returned ``value`` (this call led it)."""
         if outcome != "miss":
             return  # a hit or a joined fetch: not a miss of this call
-        try:
-            vector = pending.vector.result(timeout=self.semantic.timeout)
-        except Exception as error:
+        # Waited for, not ``result()``: what the embedder raised (an interrupt of its thread
+        # included) is read as data here, while an interrupt of this thread's own propagates.
+        futures.wait((pending.vector,), timeout=self.semantic.timeout)
+        error = _failure(pending.vector)
+        if error is not None:
             self._late(pending, error, observation)
             return
-        self._settle(pending, vector, value, observation)
+        self._settle(pending, pending.vector.result(), value, observation)
 
     async def afinish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
         """Async :meth:`finish`: the wait for the vector does not block the event loop."""
@@ -155,10 +158,7 @@ class Shadow:
             return
         if not pending.vector.done():
             await _waited(pending.vector, self.semantic.timeout)
-        if not pending.vector.done():
-            self._late(pending, TimeoutError("the embedding ran out of time"), observation)
-            return
-        error = pending.vector.exception()
+        error = _failure(pending.vector)
         if error is not None:
             self._late(pending, error, observation)
             return
@@ -203,8 +203,13 @@ class Shadow:
         try:
             future.set_result(self.semantic.vectors([query])[0])
             failed = False
-        except BaseException as error:  # the embedder's: reported by the miss waiting for it
+        except Exception as error:  # the embedder's: reported by the miss waiting for it
             future.set_exception(error)
+        except BaseException as error:
+            # An interrupt or exit (or a cancellation) of this thread: the miss counts an error
+            # and keeps its answer, and it goes on here, in the thread it was raised in.
+            future.set_exception(error)
+            raise
         finally:
             with self._lock:
                 self._running -= 1
@@ -355,6 +360,15 @@ class Shadow:
                 "unchanged, and further failures are only counted (near_errors)",
                 type(error).__name__,
             )
+
+
+def _failure(vector: Future[Any]) -> BaseException | None:
+    """Why ``vector`` has no result (``None``: it has one), read without raising it."""
+    if not vector.done():
+        return TimeoutError("the embedding ran out of time")
+    if vector.cancelled():
+        return futures.CancelledError()
+    return vector.exception()
 
 
 async def _waited(future: Future[Any], seconds: float) -> None:
