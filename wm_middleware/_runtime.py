@@ -112,7 +112,8 @@ class Runtime:
             cache (:mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
         settle_interval: an entry fetched while a write is pending lives 3/4 of it (seconds).
         settle_max: the longest a scope settles after a write (seconds), finished or not.
-        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`); ``None``: off.
+        semantic: near-duplicate shadow or serve mode (:mod:`wm_middleware.semantic`);
+            ``None``: off.
 
     Raises:
         ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
@@ -147,7 +148,7 @@ class Runtime:
         if semantic is not None:
             from ._near.shadow import Shadow  # only with the shadow mode on
 
-            self.near = Shadow(semantic, memory, telemetry)
+            self.near = Shadow(semantic, memory, telemetry, self.freshness)
         telemetry.watch(memory)
         _hear_tier(memory, telemetry)
 
@@ -168,6 +169,10 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
+        if near is not None and self.near is not None and self.near.serving is not None:
+            served = self.near.serving.serve(near, read, observation, _encoded(read, fetch))
+            if served is not MISSING:
+                return served  # type: ignore[no-any-return]
         # A status check before the flight (one that finds the write indexed ends its settle).
         confirmed = self.freshness.checkable(read) and self.freshness.confirm(read)
         loading = self._loading(observation, read)  # marks a read of a settling scope
@@ -201,6 +206,10 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
+        if near is not None and self.near is not None and self.near.serving is not None:
+            served = await self.near.serving.aserve(near, read, observation, _aencoded(read, fetch))
+            if served is not MISSING:
+                return served  # type: ignore[no-any-return]
         confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
@@ -231,6 +240,12 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
+        serving = None if self.near is None else self.near.serving
+        if near is not None and serving is not None:  # its wait for a vector blocks a thread
+            verify = _on_loop(_aencoded(read, fetch), token)
+            served = await _in_worker_thread(lambda: serving.serve(near, read, observation, verify))
+            if served is not MISSING:
+                return served
         confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)

@@ -50,10 +50,12 @@ from .text import Words
 if TYPE_CHECKING:
     from .._calls import Read
     from .._core import WorkingMemory
+    from .._freshness import Freshness
     from .._telemetry import ReadObservation, Telemetry
     from ..semantic import SemanticReuse, Vector
+    from .serving import Serving
 
-__all__ = ["Pending", "Shadow", "Verdict"]
+__all__ = ["Candidate", "Pending", "Shadow", "Verdict"]
 
 _WORKERS: Final = 4  # embeddings running at once, hung ones included
 _SWEPT: Final = 2  # the oldest records looked at by each addition (see Shadow._sweep)
@@ -70,6 +72,7 @@ class _Record(NamedTuple):
     words: Words
     vector: Vector
     decode: Callable[[Any], Any]
+    scopes: tuple[Hashable, ...]  # its read's: whether they settle, when it is served
 
 
 class Pending(NamedTuple):
@@ -80,6 +83,16 @@ class Pending(NamedTuple):
     query: str
     vector: Future[Any]
     decode: Callable[[Any], Any]
+    scopes: tuple[Hashable, ...]
+
+
+class Candidate(NamedTuple):
+    """The nearest live cached query of a miss's partition that passes every test, and the
+    value the memory holds for it now (what a hit of it would serve)."""
+
+    similarity: float
+    record: _Record
+    stored: Any
 
 
 class Verdict(NamedTuple):
@@ -100,7 +113,11 @@ class Shadow:
     """
 
     def __init__(
-        self, semantic: SemanticReuse, memory: WorkingMemory[Any], telemetry: Telemetry
+        self,
+        semantic: SemanticReuse,
+        memory: WorkingMemory[Any],
+        telemetry: Telemetry,
+        freshness: Freshness,
     ) -> None:
         self.semantic = semantic
         self._memory = memory
@@ -120,6 +137,12 @@ class Shadow:
             )
         except Exception:
             pass
+        # Serve mode: near hits while the evidence allows (None: shadow mode, nothing served).
+        self.serving: Serving | None = None
+        if semantic.serve:
+            from .serving import Serving
+
+            self.serving = Serving(self, memory, freshness)
 
     def __len__(self) -> int:
         """Cached queries indexed now."""
@@ -134,9 +157,9 @@ class Shadow:
             if partition is None or query is None:
                 return None
             vector = self._vector(read.key, partition, query)
-            return Pending(read.key, partition, query, vector, read.decode)
+            return Pending(read.key, partition, query, vector, read.decode, read.scopes)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             return None
 
     def finish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
@@ -146,7 +169,7 @@ class Shadow:
         # Waited for, not ``result()``: what the embedder raised (an interrupt of its thread
         # included) is read as data here, while an interrupt of this thread's own propagates.
         futures.wait((pending.vector,), timeout=self.semantic.timeout)
-        error = _failure(pending.vector)
+        error = failure(pending.vector)
         if error is not None:
             self._late(pending, error, observation)
             return
@@ -158,7 +181,7 @@ class Shadow:
             return
         if not pending.vector.done():
             await _waited(pending.vector, self.semantic.timeout)
-        error = _failure(pending.vector)
+        error = failure(pending.vector)
         if error is not None:
             self._late(pending, error, observation)
             return
@@ -221,22 +244,26 @@ class Shadow:
             ids = ids_of(value)
             words = Words(pending.query)
             verdict = self._judge(pending, words, vector, ids)
-            self._add(_Record(pending.key, words, vector, pending.decode), pending.partition)
+            self._add(_Record(pending.key, words, vector, *pending[4:]), pending.partition)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             verdict = Verdict("error")
+        serving = self.serving
+        if serving is not None and verdict.verdict in ("agreed", "disagreed"):
+            serving.judged(verdict.similarity or 0.0, verdict.verdict == "agreed")
         self._observe(verdict, observation)
 
     def _late(self, pending: Pending, error: BaseException, observation: Any) -> None:
         """The vector failed or is late: an error now; a late one is indexed when it comes."""
-        self._failed(error)
+        self.failed(error)
         self._observe(Verdict("error"), observation)
 
         def arrived(future: Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None:
                 return
             try:
-                record = _Record(pending.key, Words(pending.query), future.result(), pending.decode)
+                vector = future.result()
+                record = _Record(pending.key, Words(pending.query), vector, *pending[4:])
                 self._add(record, pending.partition)
             except Exception:
                 pass  # counted once already
@@ -245,6 +272,15 @@ class Shadow:
 
     def _judge(self, pending: Pending, words: Words, vector: Vector, ids: Any) -> Verdict:
         """Compare with the nearest cached query of the partition that passes every test."""
+        found = self.nearest(pending, words, vector)
+        if not isinstance(found, Candidate):
+            return found
+        served = ids_of(found.record.decode(found.stored))  # what a hit would serve for it now
+        verdict = "agreed" if agree(served, ids) else "disagreed"
+        return Verdict(verdict, found.similarity, None, found.record.words.text)
+
+    def nearest(self, pending: Pending, words: Words, vector: Vector) -> Candidate | Verdict:
+        """The candidate of a miss, else why there is none (``none`` or ``vetoed``)."""
         semantic = self.semantic
         scored = sorted(
             (
@@ -264,9 +300,7 @@ class Shadow:
                 stored = self._memory.peek(record.key)
                 if stored is MISSING:
                     continue  # dropped since it was found live
-                served = ids_of(record.decode(stored))  # what a hit would serve for it now
-                verdict = "agreed" if agree(served, ids) else "disagreed"
-                return Verdict(verdict, similarity, None, record.words.text)
+                return Candidate(similarity, record, stored)
             first_veto = first_veto or veto
         if first_veto is not None:
             return Verdict("vetoed", scored[0][0], first_veto)
@@ -329,7 +363,7 @@ class Shadow:
     def _observe(self, verdict: Verdict, observation: ReadObservation) -> None:
         """Count ``verdict`` (stats and the counter) and put it on the miss's span."""
         try:
-            if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see _failed
+            if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see failed
                 self._memory.count_near(verdict.verdict)
             if self._counter is not None:
                 self._counter.add(1, {NEAR_VERDICT: verdict.verdict})
@@ -347,7 +381,7 @@ class Shadow:
         except Exception:  # telemetry never breaks a call
             pass
 
-    def _failed(self, error: BaseException) -> None:
+    def failed(self, error: BaseException) -> None:
         """Count an error of the shadow work; log the first (its type only: no query text)."""
         try:
             self._memory.count_near("errors")
@@ -362,7 +396,7 @@ class Shadow:
             )
 
 
-def _failure(vector: Future[Any]) -> BaseException | None:
+def failure(vector: Future[Any]) -> BaseException | None:
     """Why ``vector`` has no result (``None``: it has one), read without raising it."""
     if not vector.done():
         return TimeoutError("the embedding ran out of time")
