@@ -81,9 +81,7 @@ async def test_a_near_hit_is_served_once_the_evidence_allows_it_and_makes_no_req
     assert (stats.near_served, stats.near_verified, stats.near_agreed) == (1, 0, EVIDENCE)
     assert stats.near_served_bound == pytest.approx(upper_bound(0, EVIDENCE))
     assert ids(served) == ids(fetched)  # the same answer its fetch gave the case before
-    assert "served 1 near hits under a disagreement bound of at most 45.07%" in str(
-        report(stats)
-    )
+    assert "served 1 near hits under a disagreement bound of at most 45.07%" in str(report(stats))
 
 
 async def test_a_disagreeing_verification_stops_serving_at_once(

@@ -90,14 +90,16 @@ def test_serve_switches_serving_on_with_the_default_configuration(
     assert found == SemanticReuse(serve=True)
     assert (found.max_error, found.verify_share) == (0.01, 0.1)
     runtime = INSTRUMENTATION.runtime()
-    assert runtime is not None and runtime.near is not None
+    assert runtime is not None
+    assert runtime.near is not None
     assert runtime.near.serving is not None
 
 
 def test_shadow_mode_serves_nothing() -> None:
     shadow_of_instrument(semantic="shadow")
     runtime = INSTRUMENTATION.runtime()
-    assert runtime is not None and runtime.near is not None
+    assert runtime is not None
+    assert runtime.near is not None
     assert runtime.near.serving is None
 
 
