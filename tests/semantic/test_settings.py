@@ -92,7 +92,7 @@ def test_serve_switches_serving_on_with_the_default_configuration(
     runtime = INSTRUMENTATION.runtime()
     assert runtime is not None
     assert runtime.near is not None
-    assert runtime.near.serving is not None
+    assert runtime.serving is not None
 
 
 def test_shadow_mode_serves_nothing() -> None:
@@ -100,7 +100,7 @@ def test_shadow_mode_serves_nothing() -> None:
     runtime = INSTRUMENTATION.runtime()
     assert runtime is not None
     assert runtime.near is not None
-    assert runtime.near.serving is None
+    assert runtime.serving is None
 
 
 @pytest.mark.parametrize(

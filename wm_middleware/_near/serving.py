@@ -83,6 +83,7 @@ class Serving:
         self._lock = threading.Lock()
         self._served = 0
         self._tasks: set[asyncio.Task[None]] = set()
+        shadow.on_verdict = self.judged  # each miss's comparison is a verdict too
 
     def judged(self, similarity: float, agreed: bool) -> None:
         """A miss's comparison found its candidate (of ``similarity``) agreed or not."""

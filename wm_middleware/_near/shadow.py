@@ -50,10 +50,8 @@ from .text import Words
 if TYPE_CHECKING:
     from .._calls import Read
     from .._core import WorkingMemory
-    from .._freshness import Freshness
     from .._telemetry import ReadObservation, Telemetry
     from ..semantic import SemanticReuse, Vector
-    from .serving import Serving
 
 __all__ = ["Candidate", "Pending", "Shadow", "Verdict"]
 
@@ -113,11 +111,7 @@ class Shadow:
     """
 
     def __init__(
-        self,
-        semantic: SemanticReuse,
-        memory: WorkingMemory[Any],
-        telemetry: Telemetry,
-        freshness: Freshness,
+        self, semantic: SemanticReuse, memory: WorkingMemory[Any], telemetry: Telemetry
     ) -> None:
         self.semantic = semantic
         self._memory = memory
@@ -137,12 +131,8 @@ class Shadow:
             )
         except Exception:
             pass
-        # Serve mode: near hits while the evidence allows (None: shadow mode, nothing served).
-        self.serving: Serving | None = None
-        if semantic.serve:
-            from .serving import Serving
-
-            self.serving = Serving(self, memory, freshness)
+        # Serve mode hears each verdict (``Serving`` sets it); None: shadow mode alone.
+        self.on_verdict: Callable[[float, bool], None] | None = None
 
     def __len__(self) -> int:
         """Cached queries indexed now."""
@@ -248,9 +238,9 @@ class Shadow:
         except Exception as error:
             self.failed(error)
             verdict = Verdict("error")
-        serving = self.serving
-        if serving is not None and verdict.verdict in ("agreed", "disagreed"):
-            serving.judged(verdict.similarity or 0.0, verdict.verdict == "agreed")
+        heard = self.on_verdict
+        if heard is not None and verdict.verdict in ("agreed", "disagreed"):
+            heard(verdict.similarity or 0.0, verdict.verdict == "agreed")
         self._observe(verdict, observation)
 
     def _late(self, pending: Pending, error: BaseException, observation: Any) -> None:
