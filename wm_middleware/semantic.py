@@ -1,12 +1,12 @@
-"""Near-duplicate reuse, measured before it is trusted: the shadow mode and its offline gate.
+"""Near-duplicate reuse, measured before it is trusted: shadow mode, serve mode, the offline gate.
 
 Agents rarely repeat a query word for word ("user preferences", "the user's preferences"), and
 each rewording is a miss. A semantic cache would serve the nearest cached query above a
 similarity threshold, and be wrong on one-word changes of meaning ("last week" / "next week",
-"likes" / "does not like", another person's name). Here nothing is served: on a miss the real
-fetch runs and its answer is the caller's, and beside it the nearest live cached query of the
-same partition (same tenant and every request parameter but the query text) that passes the
-threshold and every veto is the *candidate*. When the fetch returns, the two answers are
+"likes" / "does not like", another person's name). In shadow mode nothing is served: on a
+miss the real fetch runs and its answer is the caller's, and beside it the nearest live cached
+query of the same partition (same tenant and every request parameter but the query text) that
+passes the threshold and every veto is the *candidate*. When the fetch returns, the two answers are
 compared: **agreed** when the same record ids come back in the same top 3 and the id sets'
 Jaccard index is at least 0.9, else **disagreed**. The counts say what serving would have saved
 and risked::
@@ -18,6 +18,12 @@ and risked::
     ...                                                            # the application runs
     print(report(memory.stats()))
     # of 120 misses, 31 had a candidate: 30 agreed, 1 disagreed (disagreement <= 15.2% at 95%) ...
+
+Serve mode (``semantic="serve"``, ``SemanticReuse(serve=True)``) answers a miss with its
+candidate's entry only while the verdicts of its configuration bound disagreement at or below
+``max_error`` (299 agreeing verdicts at the default 1%), keeps verifying a ``verify_share`` of
+those near hits, and stops at once when a disagreement lifts the bound above it
+(``near_served``, ``near_verified``; docs/semantic.md).
 
 Offline, :func:`would_reuse` says what the shadow mode would make of one pair of queries, and
 ``benchmarks/bench_semantic.py`` runs it over public paraphrase and trap sets (docs/semantic.md).

@@ -201,3 +201,30 @@ async def test_without_serve_nothing_is_served_whatever_the_evidence(
         assert (stats.near_agreed, stats.near_served, stats.near_verified) == (EVIDENCE + 3, 0, 0)
     finally:
         wm_middleware.uninstrument()
+
+
+def test_under_trio_a_near_hit_is_served_and_verified_on_the_callers_loop(
+    seeded: EmulatorServer, generation: Generation, serving: Any
+) -> None:
+    import trio
+
+    memory = serving(verify_share=1.0)
+    client = generation.client("async", seeded.base_url)
+
+    async def main() -> list[str]:
+        await teach(generation, client, EVIDENCE)
+        cached, near = pair(1)
+        await search(generation, client, cached)
+        before = generation.searches(seeded)
+        served = await search(generation, client, near)
+        assert memory.stats().near_served == 1
+        with trio.fail_after(20):  # a bound, not a measurement
+            while memory.stats().near_verified < 1:  # noqa: ASYNC110
+                await trio.sleep(0.01)  # the verification's request runs on this loop
+        assert generation.searches(seeded) == before + 1  # the verification's, no other
+        return ids(served)
+
+    served = trio.run(main)
+    stats = memory.stats()
+    assert (stats.near_agreed, stats.near_disagreed) == (EVIDENCE + 1, 0)
+    assert served
