@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 import wm_middleware
 from wm_middleware import WorkingMemory
+from wm_middleware._instrumentor import INSTRUMENTATION
 from wm_middleware._telemetry.names import NEAR_BOUND, NEAR_SIMILARITY, NEAR_VERIFY, QUERY_TEXT
 from wm_middleware.emulator import EmulatorServer
 from wm_middleware.semantic import SemanticReuse, report, upper_bound
@@ -113,6 +114,9 @@ async def test_verified_near_hits_keep_requests_at_the_uncached_count(
     client = generation.client(mode, seeded.base_url)
     await teach(generation, client, EVIDENCE)
     start = generation.searches(seeded)
+    runtime = INSTRUMENTATION.runtime()
+    assert runtime is not None
+    credits = runtime.freshness.ledger.earned
     for number in range(6):
         for query in pair(number):
             await done(search(generation, client, query))
@@ -120,6 +124,8 @@ async def test_verified_near_hits_keep_requests_at_the_uncached_count(
     # Twelve calls uncached make twelve requests: six misses and three verifications here.
     assert generation.searches(seeded) - start == 9
     assert memory.stats().near_served == 6
+    # Only a near hit that made no request earns a credit a status check may spend.
+    assert runtime.freshness.ledger.earned - credits == 3
 
 
 @pytest.mark.parametrize("other", ["tag", "api_key", "limit"])
