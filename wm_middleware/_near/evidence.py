@@ -24,6 +24,7 @@ import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final, Protocol
 
@@ -39,6 +40,7 @@ BANDS: Final = (1.0, 0.99, 0.98, 0.95, 0.9, 0.8, 0.5, 0.0)
 edge it reaches."""
 
 _PULL_EVERY: Final = 1.0  # seconds a decision trusts the fleet's counts before asking again
+_IDLE: Final = 30.0  # seconds the sync thread sleeps before it looks whether it is still needed
 
 Counts = tuple[int, int]  # (agreed, disagreed)
 
@@ -148,18 +150,13 @@ class Evidence:
                     self._pid = os.getpid()
                     self._wake = threading.Event()
                     self._thread = threading.Thread(
-                        target=self._sync, name="wm-near-evidence", daemon=True
+                        target=_sync,
+                        args=(weakref.ref(self), self._wake),
+                        name="wm-near-evidence",
+                        daemon=True,
                     )
                     self._thread.start()
         self._wake.set()
-
-    def _sync(self) -> None:
-        """The sync thread: each wake-up stores this process's totals and reads the others'."""
-        wake = self._wake
-        while True:
-            wake.wait()
-            wake.clear()
-            self.sync_now()
 
     def sync_now(self) -> bool:
         """Exchange with the board now (in the calling thread); False: no board, or it failed."""
@@ -186,3 +183,17 @@ class Evidence:
         with self._lock:
             self._others = others
         return True
+
+
+def _sync(evidence: weakref.ref[Evidence], wake: threading.Event) -> None:
+    """The sync thread: each wake-up stores this process's totals and reads the others'. It
+    holds its evidence weakly and ends once the runtime that made it is gone."""
+    while True:
+        woken = wake.wait(_IDLE)
+        found = evidence()
+        if found is None:
+            return
+        if woken:
+            wake.clear()
+            found.sync_now()
+        del found
