@@ -23,7 +23,7 @@ from wm_middleware._telemetry.names import NEAR_BOUND, NEAR_SIMILARITY, NEAR_VER
 from wm_middleware.emulator import EmulatorServer
 from wm_middleware.semantic import SemanticReuse, report, upper_bound
 
-from ..conftest import until
+from ..conftest import until, wait_until
 from ..interception.conftest import OTHER_KEY, OTHER_TAG, Generation, done
 from ..interception.conftest import generation as generation  # a fixture
 from .test_shadow_mode import KEY, TAG, ids, search
@@ -50,6 +50,10 @@ def serving() -> Iterator[Any]:
         )
 
     yield start
+    runtime = INSTRUMENTATION.runtime()
+    if runtime is not None and runtime.serving is not None:
+        serving = runtime.serving  # no verification of this test reaches the next one's server
+        wait_until(lambda: serving.verifying == 0, what="the verifications")
     wm_middleware.uninstrument()
 
 
@@ -89,7 +93,7 @@ async def test_a_near_hit_is_served_once_the_evidence_allows_it_and_makes_no_req
     assert "served 1 near hits under a disagreement bound of at most 45.07%" in str(report(stats))
 
 
-async def test_a_disagreeing_verification_stops_serving_at_once(
+async def test_a_disagreeing_verification_stops_serving_until_the_evidence_comes_back(
     seeded: EmulatorServer, generation: Generation, serving: Any, mode: str
 ) -> None:
     memory = serving(verify_share=1.0)
@@ -104,7 +108,17 @@ async def test_a_disagreeing_verification_stops_serving_at_once(
     assert (stats.near_disagreed, stats.near_agreed) == (1, EVIDENCE)
     fresh = ids(await done(search(generation, client, "green tea?!")))  # the band is closed
     assert fresh[:3] != ids(served)[:3]
+    stats = memory.stats()
+    assert stats.near_served == 1
+    more = 0  # agreeing verdicts that bring the bound back to 0.5
+    while upper_bound(stats.near_disagreed, stats.near_candidates + more) > 0.5:
+        more += 1
+    await teach(generation, client, more, first=200)
     assert memory.stats().near_served == 1
+    cached, near = pair(300)
+    await done(search(generation, client, cached))
+    await done(search(generation, client, near))  # the evidence came back: served again
+    assert memory.stats().near_served == 2
 
 
 async def test_verified_near_hits_keep_requests_at_the_uncached_count(

@@ -82,8 +82,14 @@ class Serving:
         self.evidence = Evidence(family_of(semantic), semantic.max_error, board)
         self._lock = threading.Lock()
         self._served = 0
+        self._verifying = 0  # verifications under way
         self._tasks: set[asyncio.Task[None]] = set()
         shadow.on_verdict = self.judged  # each miss's comparison is a verdict too
+
+    @property
+    def verifying(self) -> int:
+        """Verifications started and not yet ended."""
+        return self._verifying
 
     def judged(self, similarity: float, agreed: bool) -> None:
         """A miss's comparison found its candidate (of ``similarity``) agreed or not."""
@@ -102,6 +108,7 @@ class Serving:
         if hit is None:
             return MISSING
         if hit.verify:  # in the caller's context: its request is traced where the read is
+            self._started()
             context = contextvars.copy_context()
             threading.Thread(
                 target=context.run, args=(self._verify, hit, fetch, read.decode),
@@ -128,9 +135,10 @@ class Serving:
         if hit is None:
             return MISSING
         if hit.verify:
+            self._started()
             task = asyncio.get_running_loop().create_task(self._averify(hit, fetch, read.decode))
             self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+            task.add_done_callback(self._done)
         return self._served_now(hit, read, observation)
 
     # -- the steps ------------------------------------------------------------------------------
@@ -183,23 +191,34 @@ class Serving:
         return value
 
     # -- verifications ------------------------------------------------------------------------
+    def _started(self) -> None:
+        with self._lock:
+            self._verifying += 1
+
+    def _ended(self) -> None:
+        with self._lock:
+            self._verifying -= 1
+
+    def _done(self, task: asyncio.Task[None]) -> None:
+        """A verification task ended (also one cancelled before it ran: its loop closed)."""
+        self._tasks.discard(task)
+        self._ended()
+
     def _verify(self, hit: NearHit, fetch: Callable[[], Any], decode: Callable[[Any], Any]) -> None:
         try:
-            fetched = decode(fetch())
+            self._verified(hit, decode(fetch()))
         except Exception as error:  # no verdict: the answer was not seen
             self._shadow.failed(error)
-            return
-        self._verified(hit, fetched)
+        finally:
+            self._ended()
 
     async def _averify(
         self, hit: NearHit, fetch: Callable[[], Awaitable[Any]], decode: Callable[[Any], Any]
     ) -> None:
         try:
-            fetched = decode(await fetch())
+            self._verified(hit, decode(await fetch()))
         except Exception as error:
             self._shadow.failed(error)
-            return
-        self._verified(hit, fetched)
 
     def _verified(self, hit: NearHit, fetched: Any) -> None:
         """Count a verification's verdict: in the evidence at once, and in the stats."""
