@@ -81,8 +81,8 @@ def test_with_a_secret_totals_written_without_it_are_left_out(
             tier.close()
 
 
-def serving_client(url: str, base_url: str, generation: Generation, semantic: Any) -> Any:
-    memory: WorkingMemory[Any] = WorkingMemory(shared=RedisTier(url))
+def serving_client(tier: RedisTier, base_url: str, generation: Generation, semantic: Any) -> Any:
+    memory: WorkingMemory[Any] = WorkingMemory(shared=tier)
     return wm_middleware.wrap(
         generation.client("sync", base_url), working_memory=memory, semantic=semantic
     )
@@ -95,8 +95,21 @@ def test_a_process_serves_on_the_fleets_evidence_and_redis_holds_no_query_text(
         "sk-a", ["User drinks green tea every morning", "User lives in Lyon"], container_tag=TAG
     )
     semantic = SemanticReuse(serve=True, max_error=0.1, verify_share=0.0)  # 29 verdicts
-    teacher = serving_client(redis_url, emulator.base_url, generation, semantic)
-    learner = serving_client(redis_url, emulator.base_url, generation, semantic)
+    with RedisTier(redis_url) as one, RedisTier(redis_url) as other:
+        teacher = serving_client(one, emulator.base_url, generation, semantic)
+        learner = serving_client(other, emulator.base_url, generation, semantic)
+        taught_and_served(teacher, learner, generation)
+    for key in raw.keys("*"):
+        kind = raw.type(key)
+        values = raw.hgetall(key).items() if kind == b"hash" else [(key, b"")]
+        for name, value in values:
+            for text in (key, name, value):
+                assert b"drink" not in text
+                assert b"live" not in text
+
+
+def taught_and_served(teacher: Any, learner: Any, generation: Generation) -> None:
+    """The teacher's 29 verdicts open the band; the learner serves before it has 29 of its own."""
     for number in range(29):
         generation.search(teacher, query=f"What does the user drink, case {number}?")
         generation.search(teacher, query=f"what does the user drink case {number}")
@@ -111,10 +124,3 @@ def test_a_process_serves_on_the_fleets_evidence_and_redis_holds_no_query_text(
     stats = served()
     assert stats.near_served == 1
     assert stats.near_agreed < 29  # not on its own verdicts alone
-    for key in raw.keys("*"):
-        kind = raw.type(key)
-        values = raw.hgetall(key).items() if kind == b"hash" else [(key, b"")]
-        for name, value in values:
-            for text in (key, name, value):
-                assert b"drink" not in text
-                assert b"live" not in text
