@@ -24,6 +24,17 @@ module:function`` (any embedder you installed: a list of texts in, vectors out) 
 embedder at ``--min-similarity`` with the vetoes and without them. Columns: near-repeats and
 paraphrases found, traps matched, and the one-sided Clopper-Pearson 95% upper bound on the
 wrong-match rate (traps matched of traps). The goal at the default settings: no trap matched.
+
+With ``--serve`` it replays the pairs instead, through the installed SDK wrapped with
+``semantic=SemanticReuse(serve=True)`` against the bundled emulator: each pair in a partition of
+its own (a container tag / namespace seeded with both queries as memories and two fillers, so
+the emulator's answer is computed per query and a trap's right answer differs), the cached query
+then the new one, ``--rounds`` times (the memory cleared between rounds, the evidence kept).
+It prints requests against the same calls uncached, near hits served, verified, wrong answers
+served (their record ids against the uncached answer of the same query, by the agreement rule
+and exactly), traps served, and the verdicts collected before the first near hit::
+
+    .nox/tests-sdk5/bin/python benchmarks/bench_semantic.py --serve --fow /tmp/fow/...whl
 """
 
 from __future__ import annotations
@@ -167,8 +178,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--fow", type=Path, help="fow-cache's wheel or unpacked directory")
     parser.add_argument("--embed", metavar="MODULE:FUNCTION", help="an embedder to add")
     parser.add_argument("--min-similarity", type=float, default=0.9)
+    parser.add_argument("--serve", action="store_true", help="replay through serve mode")
+    parser.add_argument("--rounds", type=int, default=5, help="replays of the pairs (--serve)")
     arguments = parser.parse_args(argv)
     data = {"fow-cache": fow_pairs(arguments.fow), "memory traps": memory_pairs()}
+    if arguments.serve:
+        from benchmarks._serve_replay import replay_all
+
+        texts = [pair[side] for pairs in data.values() for pair in pairs for side in ("a", "b")]
+        replay_all(data, arguments, embedder(arguments.embed, texts) if arguments.embed else None)
+        return
     print("| data set | configuration | near-repeats found | paraphrases found | traps matched "
           "| 95% bound on wrong matches |")  # fmt: skip
     print("|---|---|---|---|---|---|")

@@ -358,9 +358,9 @@ def instrument(
         freshness, settle_interval, settle_max: reads after a write see it once indexed
             (``docs/freshness.md``).
         openinference: also set OpenInference attributes on spans.
-        semantic: ``"shadow"`` / ``True`` (the default ``SemanticReuse()``) or a ``SemanticReuse``:
-            compare each miss with the nearest cached query, counted in the ``near_*`` stats,
-            never changing an answer; ``"off"`` / ``False``: nothing.
+        semantic: ``"shadow"`` / ``True`` (``SemanticReuse()``), ``"serve"`` or a SemanticReuse:
+            compare each miss with the nearest cached query (the ``near_*`` stats); ``"serve"``
+            also answers it with that query's entry once the evidence allows; ``"off"``: nothing.
 
     Raises:
         TypeError, ValueError: a bad argument or variable (named), an option given by position.

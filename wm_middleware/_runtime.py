@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
     from ._freshness import Freshness
+    from ._near.serving import Serving
     from ._near.shadow import Shadow
     from ._telemetry import ReadObservation, Telemetry
     from .semantic import SemanticReuse
@@ -112,7 +113,8 @@ class Runtime:
             cache (:mod:`wm_middleware._freshness`); ``False``: a write only invalidates.
         settle_interval: an entry fetched while a write is pending lives 3/4 of it (seconds).
         settle_max: the longest a scope settles after a write (seconds), finished or not.
-        semantic: near-duplicate shadow mode (:mod:`wm_middleware.semantic`); ``None``: off.
+        semantic: near-duplicate shadow or serve mode (:mod:`wm_middleware.semantic`);
+            ``None``: off.
 
     Raises:
         ValueError: a bad ``freshness``, ``settle_interval`` or ``settle_max`` (named).
@@ -121,7 +123,7 @@ class Runtime:
     unless the application set one itself.
     """
 
-    __slots__ = ("_refreshes", "cache", "freshness", "memory", "near", "telemetry")
+    __slots__ = ("_refreshes", "cache", "freshness", "memory", "near", "serving", "telemetry")
 
     def __init__(
         self,
@@ -144,10 +146,15 @@ class Runtime:
         self.telemetry = telemetry
         self.cache = cache
         self.near: Shadow | None = None
+        self.serving: Serving | None = None  # near hits (serve mode), beside the shadow
         if semantic is not None:
             from ._near.shadow import Shadow  # only with the shadow mode on
 
             self.near = Shadow(semantic, memory, telemetry)
+            if semantic.serve:
+                from ._near.serving import Serving
+
+                self.serving = Serving(self.near, memory, self.freshness)
         telemetry.watch(memory)
         _hear_tier(memory, telemetry)
 
@@ -168,6 +175,10 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
+        if near is not None and self.serving is not None:  # serve mode: a near hit, if allowed
+            served = self.serving.serve(near, read, observation, _encoded(read, fetch))
+            if served is not MISSING:
+                return served  # type: ignore[no-any-return]
         # A status check before the flight (one that finds the write indexed ends its settle).
         confirmed = self.freshness.checkable(read) and self.freshness.confirm(read)
         loading = self._loading(observation, read)  # marks a read of a settling scope
@@ -201,6 +212,10 @@ class Runtime:
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
+        if near is not None and self.serving is not None:
+            served = await self.serving.aserve(near, read, observation, _aencoded(read, fetch))
+            if served is not MISSING:
+                return served  # type: ignore[no-any-return]
         confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
@@ -231,6 +246,12 @@ class Runtime:
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
+        serving = self.serving
+        if near is not None and serving is not None:  # its wait for a vector blocks a thread
+            verify = _on_loop(_aencoded(read, fetch), token)
+            served = await _in_worker_thread(lambda: serving.serve(near, read, observation, verify))
+            if served is not MISSING:
+                return served
         confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)

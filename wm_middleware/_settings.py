@@ -109,9 +109,10 @@ HTTPX: Final = "WM_MIDDLEWARE_HTTPX"
 Default ``false``. ``wrap()`` has no use for it."""
 
 SEMANTIC: Final = "WM_MIDDLEWARE_SEMANTIC"
-"""``off|shadow``: ``shadow`` compares each miss with the nearest cached query of its partition
-and counts whether reusing it would have given the same answer (never changes an answer; see
-docs/semantic.md). Default ``off``."""
+"""``off|shadow|serve``: ``shadow`` compares each miss with the nearest cached query of its
+partition and counts whether reusing it would have given the same answer (never changes an
+answer); ``serve`` also answers a miss with that query's entry once the verdicts bound
+disagreement at or below 1% (see docs/semantic.md). Default ``off``."""
 
 _TRUE: Final = frozenset({"true", "1", "yes", "on"})
 _FALSE: Final = frozenset({"false", "0", "no", "off"})
@@ -174,21 +175,21 @@ def _tier(value: object, name: str) -> str | SharedTier:
 
 
 def _semantic(value: object, name: str) -> SemanticReuse | None:
-    """``off`` / ``False`` (``None``), ``shadow`` / ``True`` (the default configuration) or a
-    ``SemanticReuse``."""
-    if isinstance(value, str):
-        if value.strip().lower() not in ("off", "shadow"):
-            raise ValueError(f"{name} must be off or shadow, got {value!r}")
-        value = value.strip().lower() == "shadow"
-    if value is False:
+    """``off`` / ``False`` (``None``), ``shadow`` / ``True`` (the default configuration),
+    ``serve`` (the default configuration, serving) or a ``SemanticReuse``."""
+    mode = value.strip().lower() if isinstance(value, str) else None
+    if mode is not None and mode not in ("off", "shadow", "serve"):
+        raise ValueError(f"{name} must be off, shadow or serve, got {value!r}")
+    if value is False or mode == "off":
         return None  # and wm_middleware.semantic stays unimported
-    from .semantic import SemanticReuse  # here: only the shadow mode needs it
+    from .semantic import SemanticReuse  # here: only the shadow and serve modes need it
 
-    if value is True:
-        return SemanticReuse()
+    if value is True or mode is not None:
+        return SemanticReuse(serve=mode == "serve")
     if not isinstance(value, SemanticReuse):
         raise TypeError(
-            f"{name} must be 'off', 'shadow', a bool or a SemanticReuse, not {type(value).__name__}"
+            f"{name} must be 'off', 'shadow', 'serve', a bool or a SemanticReuse, "
+            f"not {type(value).__name__}"
         )
     return value
 
@@ -254,7 +255,7 @@ _SECONDS: Final = ValueKind(
 _TIER: Final = ValueKind(f"a {SCHEMES_NAMED} URL", _tier, _parse_text, _shown_tier)
 _SECRET: Final = ValueKind("a non-empty secret", _secret, _parse_text, _hidden)
 _NAME: Final = ValueKind("a name", _name, _parse_text)
-_SEMANTIC: Final = ValueKind("off, shadow or a SemanticReuse", _semantic, _parse_text)
+_SEMANTIC: Final = ValueKind("off, shadow, serve or a SemanticReuse", _semantic, _parse_text)
 
 
 class Option:
@@ -345,8 +346,9 @@ OPTIONS: Final[tuple[Option, ...]] = (
     Option("httpx", HTTPX, False, _BOOLEAN,
            "instrument() also caches plain httpx clients calling the API paths"),
     Option("semantic", SEMANTIC, None, _SEMANTIC,
-           "shadow: each miss is compared with the nearest cached query of its partition "
-           "(never served; unset: off)"),
+           "shadow: each miss is compared with the nearest cached query of its partition; "
+           "serve: also answered with it once the verdicts bound disagreement at 1% "
+           "(unset: off)"),
 )
 # fmt: on
 

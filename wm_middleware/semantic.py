@@ -1,12 +1,12 @@
-"""Near-duplicate reuse, measured before it is trusted: the shadow mode and its offline gate.
+"""Near-duplicate reuse, measured before it is trusted: shadow mode, serve mode, the offline gate.
 
 Agents rarely repeat a query word for word ("user preferences", "the user's preferences"), and
 each rewording is a miss. A semantic cache would serve the nearest cached query above a
 similarity threshold, and be wrong on one-word changes of meaning ("last week" / "next week",
-"likes" / "does not like", another person's name). Here nothing is served: on a miss the real
-fetch runs and its answer is the caller's, and beside it the nearest live cached query of the
-same partition (same tenant and every request parameter but the query text) that passes the
-threshold and every veto is the *candidate*. When the fetch returns, the two answers are
+"likes" / "does not like", another person's name). In shadow mode nothing is served: on a
+miss the real fetch runs and its answer is the caller's, and beside it the nearest live cached
+query of the same partition (same tenant and every request parameter but the query text) that
+passes the threshold and every veto is the *candidate*. When the fetch returns, the two answers are
 compared: **agreed** when the same record ids come back in the same top 3 and the id sets'
 Jaccard index is at least 0.9, else **disagreed**. The counts say what serving would have saved
 and risked::
@@ -18,6 +18,12 @@ and risked::
     ...                                                            # the application runs
     print(report(memory.stats()))
     # of 120 misses, 31 had a candidate: 30 agreed, 1 disagreed (disagreement <= 15.2% at 95%) ...
+
+Serve mode (``semantic="serve"``, ``SemanticReuse(serve=True)``) answers a miss with its
+candidate's entry only while the verdicts of its configuration bound disagreement at or below
+``max_error`` (299 agreeing verdicts at the default 1%), keeps verifying a ``verify_share`` of
+those near hits, and stops at once when a disagreement lifts the bound above it
+(``near_served``, ``near_verified``; docs/semantic.md).
 
 Offline, :func:`would_reuse` says what the shadow mode would make of one pair of queries, and
 ``benchmarks/bench_semantic.py`` runs it over public paraphrase and trap sets (docs/semantic.md).
@@ -54,7 +60,7 @@ Vector = str | tuple[float, ...]  # a lexical form, or a unit-length embedding
 
 
 class SemanticReuse:
-    """How near-duplicate queries are found (shadow mode: never served). Keyword-only.
+    """How near-duplicate queries are found, and whether they are served. Keyword-only.
 
     ``SemanticReuse()`` is the default: no embedder, so queries match only when their lexical
     forms are equal (:func:`lexical_form`: Unicode NFKC, case folded, punctuation stripped, word
@@ -69,6 +75,16 @@ class SemanticReuse:
         timeout: seconds a miss waits for its query's embedding once its own fetch is done
             (the embedding starts with the fetch). Default 0.1; past it the miss is counted in
             ``near_errors`` and the embedding, when it comes, is kept for later misses.
+        serve: ``False`` (the default): shadow mode, nothing is served. ``True``: a miss whose
+            candidate passed every veto is answered with the candidate's entry (a near hit)
+            while the verdicts of its configuration (form, vetoes, similarity band) bound
+            disagreement at or below ``max_error`` (one-sided 95% Clopper-Pearson); until then
+            it fetches and is compared as in shadow mode. With an embedder, a miss then waits
+            for its vector (at most ``timeout``) before it fetches.
+        max_error: the highest bound on disagreement a near hit is served under, in (0, 1).
+            Default 0.01: 299 agreeing verdicts and none disagreeing open a band.
+        verify_share: the share of near hits fetched anyway, beside the caller, and compared
+            (the first, then one in every ``1 / verify_share``), in [0, 1]. Default 0.1.
 
     Two configurations are equal when every field is (``embed`` by identity).
 
@@ -76,7 +92,15 @@ class SemanticReuse:
         TypeError, ValueError: a bad argument, named.
     """
 
-    __slots__ = ("embed", "min_similarity", "timeout", "vetoes")
+    __slots__ = (
+        "embed",
+        "max_error",
+        "min_similarity",
+        "serve",
+        "timeout",
+        "verify_share",
+        "vetoes",
+    )
 
     def __init__(
         self,
@@ -85,6 +109,9 @@ class SemanticReuse:
         min_similarity: float = 0.9,
         vetoes: Sequence[Veto] = VETOES,
         timeout: float = 0.1,
+        serve: bool = False,
+        max_error: float = 0.01,
+        verify_share: float = 0.1,
     ) -> None:
         if embed is not None and not callable(embed):
             raise TypeError(f"embed must be callable, not {type(embed).__name__}")
@@ -94,13 +121,28 @@ class SemanticReuse:
             raise ValueError(f"min_similarity must be in (0, 1], got {min_similarity!r}")
         if isinstance(vetoes, (str, bytes)) or not all(isinstance(v, Veto) for v in vetoes):
             raise TypeError("vetoes must be a sequence of Veto (see wm_middleware.semantic.VETOES)")
+        if not isinstance(serve, bool):
+            raise TypeError(f"serve must be a bool, not {type(serve).__name__}")
+        _check_share("max_error", max_error, low_open=True, high_open=True)
+        _check_share("verify_share", verify_share, low_open=False, high_open=False)
+        self.serve = serve
+        self.max_error = float(max_error)
+        self.verify_share = float(verify_share)
         self.embed = embed
         self.min_similarity = float(min_similarity)
         self.vetoes = tuple(vetoes)
         self.timeout = check_seconds("timeout", timeout)
 
     def _values(self) -> tuple[Any, ...]:
-        return (id(self.embed), self.min_similarity, self.vetoes, self.timeout)
+        return (
+            id(self.embed),
+            self.min_similarity,
+            self.vetoes,
+            self.timeout,
+            self.serve,
+            self.max_error,
+            self.verify_share,
+        )
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, SemanticReuse):
@@ -114,7 +156,8 @@ class SemanticReuse:
         embed = "lexical" if self.embed is None else getattr(self.embed, "__qualname__", "embed")
         return (
             f"SemanticReuse(embed={embed}, min_similarity={self.min_similarity}, "
-            f"vetoes={len(self.vetoes)}, timeout={self.timeout})"
+            f"vetoes={len(self.vetoes)}, timeout={self.timeout}, serve={self.serve}, "
+            f"max_error={self.max_error}, verify_share={self.verify_share})"
         )
 
     # -- the pieces the shadow mode and would_reuse share --------------------------------------
@@ -147,6 +190,17 @@ class SemanticReuse:
             if veto.refuses(a, b):
                 return veto.name
         return None
+
+
+def _check_share(name: str, value: object, *, low_open: bool, high_open: bool) -> None:
+    """A share in [0, 1], its ends open as told; else the error names ``name``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number, not {type(value).__name__}")
+    low = value > 0 if low_open else value >= 0
+    high = value < 1 if high_open else value <= 1
+    if not (low and high):
+        ends = f"{'(' if low_open else '['}0, 1{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be in {ends}, got {value!r}")
 
 
 def _unit(vector: Sequence[float]) -> tuple[float, ...]:
@@ -234,7 +288,7 @@ def upper_bound(failures: int, trials: int, confidence: float = _CONFIDENCE) -> 
 
 
 class NearReport(NamedTuple):
-    """A shadow run in numbers; ``str()`` is the line to act on."""
+    """A shadow (or serve) run in numbers; ``str()`` is the line to act on."""
 
     misses: int
     candidates: int
@@ -243,22 +297,35 @@ class NearReport(NamedTuple):
     vetoed: int
     errors: int
     bound: float  # 95% upper bound on the disagreement rate of candidates
+    served: int = 0  # near hits served
+    verified: int = 0  # of them, fetched anyway and compared (their verdicts are counted above)
+    served_bound: float = 0.0  # the highest bound a near hit was served under
 
     def __str__(self) -> str:
         saved = f"{self.agreed / self.misses:.1%}" if self.misses else "0%"
-        return (
-            f"of {self.misses} misses, {self.candidates} had a candidate: {self.agreed} agreed, "
-            f"{self.disagreed} disagreed (disagreement <= {self.bound:.1%} at 95%); "
-            f"serving them would have saved {saved} of misses ({self.agreed} fetches) and "
-            f"risked {self.disagreed} wrong answers; {self.vetoed} vetoed, "
+        verified = f" and {self.verified} verified near hits" if self.verified else ""
+        line = (
+            f"of {self.misses} misses{verified}, {self.candidates} had a candidate: "
+            f"{self.agreed} agreed, {self.disagreed} disagreed (disagreement <= {self.bound:.1%} "
+            f"at 95%); serving them would have saved {saved} of misses ({self.agreed} fetches) "
+            f"and risked {self.disagreed} wrong answers; {self.vetoed} vetoed, "
             f"{self.errors} embedding errors"
+        )
+        if not self.served:
+            return line
+        return (
+            f"{line}; served {self.served} near hits under a disagreement bound of at most "
+            f"{self.served_bound:.2%} at 95%, saving {self.served - self.verified} requests "
+            f"({self.verified} verified by a fetch)"
         )
 
 
 def report(stats: CacheStats) -> NearReport:
-    """The shadow run so far of the memory whose ``stats()`` is ``stats``.
+    """The shadow or serve run so far of the memory whose ``stats()`` is ``stats``.
 
-    Serving near-duplicates is worth considering only where ``bound`` is at most 1%.
+    Serving near-duplicates is worth considering only where ``bound`` is at most 1%; with
+    ``SemanticReuse(serve=True)`` the line also says how many near hits were served, the
+    requests that saved, and the highest bound any of them was served under.
     """
     return NearReport(
         stats.misses,
@@ -268,4 +335,7 @@ def report(stats: CacheStats) -> NearReport:
         stats.near_vetoed,
         stats.near_errors,
         upper_bound(stats.near_disagreed, stats.near_candidates),
+        stats.near_served,
+        stats.near_verified,
+        stats.near_served_bound,
     )

@@ -56,7 +56,7 @@ BAD: dict[str, str] = {
     "openinference": "sometimes",
     "trace_hits": "sometimes",
     "httpx": "2",
-    "semantic": "serve",
+    "semantic": "serving",
 }
 VARIABLES = {option.field: option.variable for option in OPTIONS}
 # field -> the arguments it is resolved beside: a secret is for a tier made from a URL
@@ -176,7 +176,7 @@ def test_a_repr_of_the_settings_shows_the_secret_as_stars_whatever_its_source() 
         ("shared_secret", b"", ValueError),
         ("shared_secret", 1234, TypeError),
         ("openinference", 1, TypeError),
-        ("semantic", "serve", ValueError),
+        ("semantic", "serving", ValueError),
         ("semantic", 0.9, TypeError),
     ],
 )

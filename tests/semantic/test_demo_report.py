@@ -88,3 +88,23 @@ def test_without_the_shadow_mode_the_summary_and_page_have_no_near_duplicates(
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout)["near"] is None
     assert "Near-duplicates" not in page.read_text(encoding="utf-8")
+
+
+def test_the_demo_in_serve_mode_prints_the_near_hits_served_and_verified(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    done = run(
+        "-m", "wm_middleware", "demo", "--semantic", "serve", "--turns", "2", "--latency-ms",
+        "0", "--indexing-delay", "0", "--html", str(page), timeout=180,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert any(LINE.fullmatch(line) for line in lines), done.stdout
+    served = [line for line in lines if line.startswith("near hits, cached run:")]
+    assert served == [
+        "near hits, cached run: 0 served (0 verified by a fetch), under a disagreement bound of "
+        "at most 0.00% at 95%"
+    ]
+    near = _Near()
+    near.feed(page.read_text(encoding="utf-8"))
+    assert (near.values["near.served"][0], near.values["near.verified"][0]) == (0, 0)
+    assert "Near-duplicates (serve mode)" in page.read_text(encoding="utf-8")

@@ -74,5 +74,44 @@ def test_a_bad_argument_is_refused_naming_it(
 @pytest.mark.parametrize("raw", ["on", "true", "shadow mode"])
 def test_a_bad_variable_is_refused_naming_it(monkeypatch: pytest.MonkeyPatch, raw: str) -> None:
     monkeypatch.setenv(VARIABLE, raw)
-    with pytest.raises(ValueError, match=f"{VARIABLE} must be off or shadow, got '{raw}'"):
+    with pytest.raises(ValueError, match=f"{VARIABLE} must be off, shadow or serve, got '{raw}'"):
         Settings.resolve({})
+
+
+@pytest.mark.parametrize("where", ["argument", "variable"])
+def test_serve_switches_serving_on_with_the_default_configuration(
+    monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    if where == "variable":
+        monkeypatch.setenv(VARIABLE, " Serve ")
+        found = shadow_of_instrument()
+    else:
+        found = shadow_of_instrument(semantic="serve")
+    assert found == SemanticReuse(serve=True)
+    assert (found.max_error, found.verify_share) == (0.01, 0.1)
+    runtime = INSTRUMENTATION.runtime()
+    assert runtime is not None
+    assert runtime.near is not None
+    assert runtime.serving is not None
+
+
+def test_shadow_mode_serves_nothing() -> None:
+    shadow_of_instrument(semantic="shadow")
+    runtime = INSTRUMENTATION.runtime()
+    assert runtime is not None
+    assert runtime.near is not None
+    assert runtime.serving is None
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "named"),
+    [({"serve": "yes"}, TypeError, "serve"), ({"max_error": 0}, ValueError, "max_error"),
+     ({"max_error": 1.0}, ValueError, "max_error"), ({"max_error": "1%"}, TypeError, "max_error"),
+     ({"verify_share": -0.1}, ValueError, "verify_share"),
+     ({"verify_share": 1.5}, ValueError, "verify_share")],
+)  # fmt: skip
+def test_a_bad_serve_setting_is_refused_naming_it(
+    options: dict[str, Any], error: type[Exception], named: str
+) -> None:
+    with pytest.raises(error, match=named):
+        SemanticReuse(**options)

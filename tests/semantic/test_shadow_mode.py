@@ -353,3 +353,29 @@ def test_the_embedder_is_asked_once_per_query(
     memory.clear()
     search(generation, client, "green tea")  # its entry is gone, its vector is not
     assert asked == ["green tea"]
+
+
+@pytest.mark.parametrize("raised", [KeyboardInterrupt, asyncio.CancelledError, SystemExit])
+async def test_an_embedders_interrupt_stays_in_its_thread_and_the_read_keeps_its_answer(
+    seeded: EmulatorServer,
+    generation: Generation,
+    shadow: Any,
+    mode: str,
+    monkeypatch: pytest.MonkeyPatch,
+    raised: type[BaseException],
+) -> None:
+    def interrupted(texts: Sequence[str]) -> list[list[float]]:
+        raise raised()
+
+    seen: list[tuple[str, type[BaseException] | None]] = []
+    monkeypatch.setattr(threading, "excepthook", lambda a: seen.append((a.thread.name, a.exc_type)))
+    memory = shadow(semantic=SemanticReuse(embed=interrupted, timeout=5.0))
+    client = generation.client(mode, seeded.base_url)
+    answer = await done(search(generation, client, "green tea"))
+    assert "User likes green tea" in [result.memory for result in answer.results]
+    assert memory.stats().near_errors == 1
+    for _ in range(500):  # the embedding thread ends once the miss has its answer
+        if seen:
+            break
+        threading.Event().wait(0.01)
+    assert seen == [("wm-near-embed", raised)]

@@ -520,13 +520,16 @@ class _KeyedMemory:
             live = [entry for key in keys if (entry := self._store.live(key, now)) is not None]
         return [(e.key, e.value, _age(now, e.expires - e.ttl), e.scopes) for e in live]
 
-    def count_near(self, verdict: str) -> None:
-        """Count one near-duplicate shadow comparison: ``verdict`` is one of :data:`NEAR`
-        (``agreed`` and ``disagreed`` also count a candidate)."""
-        near = self._counts.near
-        near[verdict] += 1  # a KeyError for a verdict that is none
+    def count_near(self, verdict: str, bound: float = 0.0) -> None:
+        """Count one near-duplicate comparison or near hit: ``verdict`` is one of :data:`NEAR`
+        (``agreed`` and ``disagreed`` also count a candidate; ``served`` keeps the highest
+        ``bound`` a near hit was served under)."""
+        counts = self._counts
+        counts.near[verdict] += 1  # a KeyError for a verdict that is none
         if verdict in ("agreed", "disagreed"):
-            near["candidates"] += 1
+            counts.near["candidates"] += 1
+        elif verdict == "served":
+            counts.near_bound = max(counts.near_bound, bound)
 
     def invalidate_scope(self, *scopes: Hashable) -> int:
         """Drop every entry carrying any of ``scopes``; return how many were dropped here.

@@ -17,8 +17,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MISSING", "NEAR", "SERVED", "Counters", "Loaded", "TierResult"]
 
-NEAR: Final = ("candidates", "agreed", "disagreed", "vetoed", "errors")
-"""What a near-duplicate shadow comparison counts (``CacheStats.near_*``)."""
+NEAR: Final = ("candidates", "agreed", "disagreed", "vetoed", "errors", "served", "verified")
+"""What near-duplicate reuse counts (``CacheStats.near_*``)."""
 
 if TYPE_CHECKING:  # the vocabulary, for type checkers (and readers)
     Outcome = Literal["hit", "miss", "coalesced"]
@@ -69,6 +69,7 @@ class Counters:
         "hits",
         "misses",
         "near",
+        "near_bound",
         "shared_faults",
         "shared_hits",
         "shared_waits",
@@ -84,6 +85,7 @@ class Counters:
         # Near-duplicate shadow comparisons by verdict (candidates, agreed, disagreed, vetoed,
         # errors), counted by the runtime's shadow mode through WorkingMemory.count_near.
         self.near = dict.fromkeys(NEAR, 0)
+        self.near_bound = 0.0  # the highest bound a near hit was served under
 
     def led(self, outcome: LeaderOutcome) -> None:
         """Count the lookup of a flight's leader by what it found."""
@@ -125,6 +127,9 @@ class Counters:
             near_disagreed=self.near["disagreed"],
             near_vetoed=self.near["vetoed"],
             near_errors=self.near["errors"],
+            near_served=self.near["served"],
+            near_verified=self.near["verified"],
+            near_served_bound=self.near_bound,
         )
 
 

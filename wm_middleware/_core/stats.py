@@ -33,7 +33,12 @@ class CacheStats:
     ``near_candidates`` misses had a cached query of their partition as a candidate, of which
     ``near_agreed`` would have been answered alike and ``near_disagreed`` not; ``near_vetoed``
     had near queries that a veto all refused; ``near_errors`` could not be compared because the
-    embedding failed or ran out of time. See :func:`wm_middleware.semantic.report`.
+    embedding failed or ran out of time. Serving them (``SemanticReuse(serve=True)``):
+    ``near_served`` misses were answered with a near-duplicate's entry (a near hit, counted
+    in none of ``hits``, ``misses``, ``coalesced``), ``near_verified`` of them were fetched
+    anyway beside the caller and compared (each also a candidate, agreed or disagreed), and
+    ``near_served_bound`` is the highest 95% upper bound on disagreement a near hit was served
+    under (0.0 before the first). See :func:`wm_middleware.semantic.report`.
     """
 
     hits: int = 0
@@ -52,14 +57,18 @@ class CacheStats:
     near_disagreed: int = 0
     near_vetoed: int = 0
     near_errors: int = 0
+    near_served: int = 0
+    near_verified: int = 0
+    near_served_bound: float = 0.0
 
     @property
     def lookups(self) -> int:
-        """Every counted lookup."""
-        return self.hits + self.misses + self.coalesced
+        """Every counted lookup (near hits included)."""
+        return self.hits + self.misses + self.coalesced + self.near_served
 
     @property
     def hit_ratio(self) -> float:
-        """Share of lookups that did not start a fetch of their own (0.0 with no lookups)."""
+        """Share of lookups that did not wait for a fetch of their own (0.0 with no lookups):
+        hits, coalesced reads and near hits."""
         lookups = self.lookups
-        return (self.hits + self.coalesced) / lookups if lookups else 0.0
+        return (self.hits + self.coalesced + self.near_served) / lookups if lookups else 0.0

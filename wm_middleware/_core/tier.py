@@ -13,6 +13,9 @@ Contract for an implementation:
   :meth:`InvalidationSink.drop_local` of the memories bound to the tier.
 * A tier may also announce settles to the fleet: ``settles()`` returns its
   :class:`SettleBoard` (``RedisTier`` does); freshness looks for that method, never a class.
+* A tier may also pool near-duplicate evidence across the fleet: ``evidence(family)`` returns
+  a board of the verdicts of that configuration family (``RedisTier`` does; see
+  :mod:`wm_middleware._near.evidence`).
 * With a :class:`SharedCodec` a value crosses the tier as ``codec.dump(value)`` and comes back as
   ``codec.load(data)``; without one the tier decides how (``RedisTier``: JSON values only).
 """

@@ -31,6 +31,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Hashable
+from concurrent import futures
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from .._telemetry import ReadObservation, Telemetry
     from ..semantic import SemanticReuse, Vector
 
-__all__ = ["Pending", "Shadow", "Verdict"]
+__all__ = ["Candidate", "Pending", "Shadow", "Verdict"]
 
 _WORKERS: Final = 4  # embeddings running at once, hung ones included
 _SWEPT: Final = 2  # the oldest records looked at by each addition (see Shadow._sweep)
@@ -70,6 +71,7 @@ class _Record(NamedTuple):
     words: Words
     vector: Vector
     decode: Callable[[Any], Any]
+    scopes: tuple[Hashable, ...]  # its read's: whether they settle, when it is served
 
 
 class Pending(NamedTuple):
@@ -80,6 +82,16 @@ class Pending(NamedTuple):
     query: str
     vector: Future[Any]
     decode: Callable[[Any], Any]
+    scopes: tuple[Hashable, ...]
+
+
+class Candidate(NamedTuple):
+    """The nearest live cached query of a miss's partition that passes every test, and the
+    value the memory holds for it now (what a hit of it would serve)."""
+
+    similarity: float
+    record: _Record
+    stored: Any
 
 
 class Verdict(NamedTuple):
@@ -120,6 +132,8 @@ class Shadow:
             )
         except Exception:
             pass
+        # Serve mode hears each verdict (``Serving`` sets it); None: shadow mode alone.
+        self.on_verdict: Callable[[float, bool], None] | None = None
         reset_in_child(self)
 
     def _after_fork(self) -> None:
@@ -143,21 +157,23 @@ class Shadow:
             if partition is None or query is None:
                 return None
             vector = self._vector(read.key, partition, query)
-            return Pending(read.key, partition, query, vector, read.decode)
+            return Pending(read.key, partition, query, vector, read.decode, read.scopes)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             return None
 
     def finish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
         """End a miss's shadow work once its fetch returned ``value`` (this call led it)."""
         if outcome != "miss":
             return  # a hit or a joined fetch: not a miss of this call
-        try:
-            vector = pending.vector.result(timeout=self.semantic.timeout)
-        except Exception as error:
+        # Waited for, not ``result()``: what the embedder raised (an interrupt of its thread
+        # included) is read as data here, while an interrupt of this thread's own propagates.
+        futures.wait((pending.vector,), timeout=self.semantic.timeout)
+        error = failure(pending.vector)
+        if error is not None:
             self._late(pending, error, observation)
             return
-        self._settle(pending, vector, value, observation)
+        self._settle(pending, pending.vector.result(), value, observation)
 
     async def afinish(self, pending: Pending, outcome: str, value: Any, observation: Any) -> None:
         """Async :meth:`finish`: the wait for the vector does not block the event loop."""
@@ -165,10 +181,7 @@ class Shadow:
             return
         if not pending.vector.done():
             await _waited(pending.vector, self.semantic.timeout)
-        if not pending.vector.done():
-            self._late(pending, TimeoutError("the embedding ran out of time"), observation)
-            return
-        error = pending.vector.exception()
+        error = failure(pending.vector)
         if error is not None:
             self._late(pending, error, observation)
             return
@@ -213,8 +226,13 @@ class Shadow:
         try:
             future.set_result(self.semantic.vectors([query])[0])
             failed = False
-        except BaseException as error:  # the embedder's: reported by the miss waiting for it
+        except Exception as error:  # the embedder's: reported by the miss waiting for it
             future.set_exception(error)
+        except BaseException as error:
+            # An interrupt or exit (or a cancellation) of this thread: the miss counts an error
+            # and keeps its answer, and it goes on here, in the thread it was raised in.
+            future.set_exception(error)
+            raise
         finally:
             with self._lock:
                 self._running -= 1
@@ -226,22 +244,26 @@ class Shadow:
             ids = ids_of(value)
             words = Words(pending.query)
             verdict = self._judge(pending, words, vector, ids)
-            self._add(_Record(pending.key, words, vector, pending.decode), pending.partition)
+            self._add(_Record(pending.key, words, vector, *pending[4:]), pending.partition)
         except Exception as error:
-            self._failed(error)
+            self.failed(error)
             verdict = Verdict("error")
+        heard = self.on_verdict
+        if heard is not None and verdict.verdict in ("agreed", "disagreed"):
+            heard(verdict.similarity or 0.0, verdict.verdict == "agreed")
         self._observe(verdict, observation)
 
     def _late(self, pending: Pending, error: BaseException, observation: Any) -> None:
         """The vector failed or is late: an error now; a late one is indexed when it comes."""
-        self._failed(error)
+        self.failed(error)
         self._observe(Verdict("error"), observation)
 
         def arrived(future: Future[Any]) -> None:
             if future.cancelled() or future.exception() is not None:
                 return
             try:
-                record = _Record(pending.key, Words(pending.query), future.result(), pending.decode)
+                vector = future.result()
+                record = _Record(pending.key, Words(pending.query), vector, *pending[4:])
                 self._add(record, pending.partition)
             except Exception:
                 pass  # counted once already
@@ -250,6 +272,15 @@ class Shadow:
 
     def _judge(self, pending: Pending, words: Words, vector: Vector, ids: Any) -> Verdict:
         """Compare with the nearest cached query of the partition that passes every test."""
+        found = self.nearest(pending, words, vector)
+        if not isinstance(found, Candidate):
+            return found
+        served = ids_of(found.record.decode(found.stored))  # what a hit would serve for it now
+        verdict = "agreed" if agree(served, ids) else "disagreed"
+        return Verdict(verdict, found.similarity, None, found.record.words.text)
+
+    def nearest(self, pending: Pending, words: Words, vector: Vector) -> Candidate | Verdict:
+        """The candidate of a miss, else why there is none (``none`` or ``vetoed``)."""
         semantic = self.semantic
         scored = sorted(
             (
@@ -269,9 +300,7 @@ class Shadow:
                 stored = self._memory.peek(record.key)
                 if stored is MISSING:
                     continue  # dropped since it was found live
-                served = ids_of(record.decode(stored))  # what a hit would serve for it now
-                verdict = "agreed" if agree(served, ids) else "disagreed"
-                return Verdict(verdict, similarity, None, record.words.text)
+                return Candidate(similarity, record, stored)
             first_veto = first_veto or veto
         if first_veto is not None:
             return Verdict("vetoed", scored[0][0], first_veto)
@@ -334,7 +363,7 @@ class Shadow:
     def _observe(self, verdict: Verdict, observation: ReadObservation) -> None:
         """Count ``verdict`` (stats and the counter) and put it on the miss's span."""
         try:
-            if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see _failed
+            if verdict.verdict in ("agreed", "disagreed", "vetoed"):  # errors: see failed
                 self._memory.count_near(verdict.verdict)
             if self._counter is not None:
                 self._counter.add(1, {NEAR_VERDICT: verdict.verdict})
@@ -352,7 +381,7 @@ class Shadow:
         except Exception:  # telemetry never breaks a call
             pass
 
-    def _failed(self, error: BaseException) -> None:
+    def failed(self, error: BaseException) -> None:
         """Count an error of the shadow work; log the first (its type only: no query text)."""
         try:
             self._memory.count_near("errors")
@@ -365,6 +394,15 @@ class Shadow:
                 "unchanged, and further failures are only counted (near_errors)",
                 type(error).__name__,
             )
+
+
+def failure(vector: Future[Any]) -> BaseException | None:
+    """Why ``vector`` has no result (``None``: it has one), read without raising it."""
+    if not vector.done():
+        return TimeoutError("the embedding ran out of time")
+    if vector.cancelled():
+        return futures.CancelledError()
+    return vector.exception()
 
 
 async def _waited(future: Future[Any], seconds: float) -> None:

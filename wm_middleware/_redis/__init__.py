@@ -61,6 +61,9 @@ process's L1. How, in one place:
   calls share one pool; each event loop gets its own asyncio clients (measured: a shared hit
   106 us p50 that way against 136 us for the sync client in a thread, and a waiter holds no
   thread while it blocks).
+* **Near-duplicate evidence** (:mod:`.evidence`): a hash per configuration family, a field per
+  similarity band and process holding that process's totals (sealed under the secret), so the
+  fleet decides on every process's verdicts, each counted once.
 * **Values.** JSON by default: only values that survive a JSON round trip unchanged are shared;
   others (and values over ``max_value_bytes``) stay in this process's L1, silently, and a marker
   tells other processes to fetch for themselves rather than queue behind a lease. Never pickle.

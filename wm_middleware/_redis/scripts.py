@@ -12,7 +12,17 @@ from typing import Any, Final
 
 from redis.exceptions import NoScriptError
 
-__all__ = ["BEGIN_SETTLE", "GET_OR_LEASE", "REGISTER", "STORE", "Run", "Script", "arun", "run"]
+__all__ = [
+    "BEGIN_SETTLE",
+    "GET_OR_LEASE",
+    "POOL_EVIDENCE",
+    "REGISTER",
+    "STORE",
+    "Run",
+    "Script",
+    "arun",
+    "run",
+]
 
 
 class Script:
@@ -167,5 +177,17 @@ if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) then
 end
 redis.call('PUBLISH', ARGV[2], ARGV[3])
 return 1
+"""
+)
+
+
+# KEYS: a configuration family's evidence hash; ARGV: 1 ms to live, 2.. field, value pairs (this
+# process's totals, one field per band). Stores them, lengthens the hash's life when it did, and
+# returns the whole hash: every process's totals, each counted once.
+POOL_EVIDENCE: Final = Script(
+    b"""
+for i = 2, #ARGV, 2 do redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) end
+if #ARGV > 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+return redis.call('HGETALL', KEYS[1])
 """
 )

@@ -35,6 +35,7 @@ from .connections import (
     sync_client,
 )
 from .encoding import json_encode
+from .evidence import SharedEvidence
 from .health import Health, logger
 from .memories import Memories
 from .protocol import (
@@ -425,6 +426,11 @@ class RedisTier:
             self._proc()  # the subscriber hears the settling channel from now on
             board.reload()
         return board
+
+    def evidence(self, family: str) -> SharedEvidence:
+        """The fleet's near-duplicate verdicts of one configuration family (see
+        :mod:`.evidence`): each process's counted once, sealed under the secret."""
+        return SharedEvidence(self._layout, self._send, family)
 
     def _send(self, step: Run) -> Any:
         """Run one step on this process's connection (raises on a failure)."""

@@ -75,7 +75,7 @@ class Instruments:
             names.CACHE_REQUESTS,
             callbacks=[self._observe_requests],
             unit="{request}",
-            description="Memory reads by cache result (hit, miss, coalesced, bypass).",
+            description="Memory reads by cache result (hit, miss, coalesced, bypass, near_hit).",
         )
         meter.create_observable_gauge(
             names.CACHE_SIZE,

@@ -51,7 +51,7 @@ ERROR_TYPE: Final = "error.type"
 
 # -- attribute names: this library's own --------------------------------------------------------
 SM_OPERATION: Final = "supermemory.operation"  # the SDK method, e.g. "search.memories"
-CACHE_RESULT: Final = "wm.cache.result"  # hit | miss | coalesced | bypass
+CACHE_RESULT: Final = "wm.cache.result"  # hit | miss | coalesced | bypass | near_hit
 CACHE_TIER: Final = "wm.cache.tier"  # local | shared, on hits and coalesced reads
 INVALIDATED: Final = "wm.cache.invalidated"  # entries a write dropped
 SETTLING: Final = "wm.cache.settling"  # true: the read's scope settles after a write
@@ -59,12 +59,15 @@ LINK_KIND: Final = "wm.link"  # on the link of a coalesced read to its leader
 COALESCED_INTO: Final = "coalesced_into"
 SHARED_OUTCOME: Final = "wm.shared.outcome"
 CHECK_OUTCOME: Final = "wm.freshness.outcome"  # ok | not_found | error, on a status check
-RESULTS: Final = ("hit", "miss", "coalesced", "bypass")
+RESULTS: Final = ("hit", "miss", "coalesced", "bypass", "near_hit")
 # Near-duplicate shadow mode, on a miss's span (wm_middleware.semantic).
 NEAR_SIMILARITY: Final = "wm.cache.near.similarity"  # of the candidate, else of the nearest
 NEAR_VERDICT: Final = "wm.cache.near.verdict"  # agreed | disagreed | vetoed | none | error
 NEAR_VETO: Final = "wm.cache.near.veto"  # the rule that refused the nearest
 NEAR_QUERY: Final = "wm.cache.near.query"  # the candidate's query: content capture only
+# Serving them (SemanticReuse(serve=True)), on a near hit's span (wm.cache.result=near_hit).
+NEAR_BOUND: Final = "wm.cache.near.bound"  # 95% upper bound on disagreement it was served under
+NEAR_VERIFY: Final = "wm.cache.near.verify"  # true: fetched anyway beside the caller, compared
 STATUS_CHECK: Final = "wm.freshness.status_check"  # the span of one status request
 HTTP_STATUS_CODE: Final = "http.response.status_code"
 WRITE_LINK: Final = "pending_write"  # wm.link on a status check's link to the write it follows

@@ -234,6 +234,16 @@ class ReadObservation:
         self._finish_span(span, outcome, value, None if outcome == "miss" else tier)
         self._record(outcome)
 
+    def near_hit(self, value: Any, attributes: dict[str, AttributeValue]) -> None:
+        """A miss answered with a near-duplicate's entry (serve mode): no request of its own;
+        ``attributes``: its similarity, the bound it was served under, whether it is verified."""
+        self._telemetry.instruments.count("near_hit", self._read.operation)
+        span = self._open(SpanKind.INTERNAL, _wall_ns(self._start))
+        if span.is_recording():
+            span.set_attributes(attributes)
+        self._finish_span(span, "near_hit", value)
+        self._record("near_hit")
+
     def bypassed(self, value: Any) -> None:
         """A bypass returned ``value``."""
         self._telemetry.instruments.count("bypass", self._read.operation)

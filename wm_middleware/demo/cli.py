@@ -398,10 +398,17 @@ def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: A
             out.print(seen)
         out.print()
         out.print(waterfall(result, out))
-        if args.semantic == "shadow":
+        if args.semantic in ("shadow", "serve"):
             from wm_middleware.semantic import report
 
             out.print(f"near-duplicates, cached run: {report(result.cached.stats)}")
+        if args.semantic == "serve":
+            stats = result.cached.stats
+            out.print(
+                f"near hits, cached run: {stats.near_served} served "
+                f"({stats.near_verified} verified by a fetch), under a disagreement bound of at "
+                f"most {stats.near_served_bound:.2%} at 95%"
+            )
     if not args.html:
         return True
     from .html import write_report
@@ -516,9 +523,11 @@ DEMO = Command(
         (
             "--semantic",
             {
-                "choices": ["off", "shadow"],
+                "choices": ["off", "shadow", "serve"],
                 "help": "shadow: the cached run compares each miss with the nearest cached query "
-                "and prints what serving near-duplicates would have saved and risked",
+                "and prints what serving near-duplicates would have saved and risked; serve: "
+                "also serves them once the evidence bounds disagreement at 1%, and prints the "
+                "near hits served and verified",
             },
         ),
         (

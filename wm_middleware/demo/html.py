@@ -95,6 +95,7 @@ def shown(key: str, value: Any) -> str:
         "indexing_delay_s": lambda v: f"{v:g} s",
         "latency_ms": lambda v: f"{v:g} ms",
         "bound": lambda v: f"{v:.1%}",
+        "served_bound": lambda v: f"{v:.2%}",
     }
     if last in formats:
         return formats[last](value)
@@ -365,10 +366,22 @@ def _new_memory(data: dict[str, Any], n: Callable[[str], str]) -> str:
 
 
 def _near(data: dict[str, Any], n: Callable[[str], str]) -> str:
-    """With ``--semantic shadow``: of the cached run's misses, what serving near-duplicates
-    would have saved and risked (``wm_middleware.semantic.report``)."""
-    if data.get("near") is None:
+    """With ``--semantic shadow`` or ``serve``: of the cached run's misses, what serving
+    near-duplicates would have saved and risked (``wm_middleware.semantic.report``), and with
+    ``serve`` what was served."""
+    near = data.get("near")
+    if near is None:
         return ""
+    if near.get("mode") == "serve":
+        return f"""<h2>Near-duplicates (serve mode)</h2>
+<p>Of {n("near.misses")} misses of the cached run, {n("near.candidates")} had a candidate:
+{n("near.agreed")} agreed, {n("near.disagreed")} disagreed (disagreement &lt;=
+{n("near.bound")} at 95%). {n("near.served")} near hits were served
+({n("near.verified")} verified by a fetch) under a disagreement bound of at most
+{n("near.served_bound")} at 95%.</p>
+<p class="note">A near hit is served only once its configuration's verdicts bound disagreement
+at or below 1% (299 agreeing verdicts, docs/semantic.md); the demo's script repeats its queries
+word for word, so it collects none and serves none.</p>"""
     return f"""<h2>Near-duplicates (shadow mode)</h2>
 <p>Of {n("near.misses")} misses of the cached run, {n("near.candidates")} had a candidate:
 {n("near.agreed")} agreed, {n("near.disagreed")} disagreed (disagreement &lt;=

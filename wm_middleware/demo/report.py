@@ -211,14 +211,16 @@ def summary(result: DemoResult) -> dict[str, Any]:
 
 
 def _near(result: DemoResult) -> dict[str, Any] | None:
-    """With ``--semantic shadow``: the cached run's near-duplicate report (its fields, the bound
-    on disagreement rounded to 4 places), else ``None``."""
-    if result.options.semantic != "shadow":
+    """With ``--semantic shadow`` or ``serve``: the cached run's near-duplicate report (its
+    fields, the bounds rounded to 4 places, and the mode), else ``None``."""
+    if result.options.semantic not in ("shadow", "serve"):
         return None
     from wm_middleware.semantic import report
 
     found = report(result.cached.stats)._asdict()
     found["bound"] = round(found["bound"], 4)
+    found["served_bound"] = round(found["served_bound"], 4)
+    found["mode"] = result.options.semantic
     return found
 
 

@@ -96,7 +96,7 @@ class DemoOptions:
     otlp_protocol: str | None = None  # grpc | http/protobuf; None: OTEL_EXPORTER_OTLP_PROTOCOL
     duration: float | None = None  # seconds: keep both deployments running, side by side
     otlp_metrics: bool = True
-    semantic: str | None = None  # "shadow": the cached run compares its misses (docs/semantic.md)
+    semantic: str | None = None  # "shadow" / "serve": the cached run's misses (docs/semantic.md)
 
     @property
     def uses_emulator(self) -> bool:
