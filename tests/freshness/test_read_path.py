@@ -17,7 +17,6 @@ from typing import Any
 
 import pytest
 
-import wm_middleware
 from wm_middleware.emulator import EmulatorServer
 
 from .conftest import Observed, Sdk, done, mentions
