@@ -48,19 +48,20 @@ async def _probe(sdk: Sdk, agents: dict[str, Any], delay: float) -> dict[str, di
 async def test_the_probe_loop_sees_each_fact_at_most_one_turn_after_the_uncached_agent(
     sdk: Sdk, mode: str, emulator: EmulatorServer
 ) -> None:
-    emulator.set_indexing_delay(2.0)
+    # Indexed half a turn after a turn begins: a turn's reads never race the indexing.
+    emulator.set_indexing_delay(2.25)
     plain = sdk.client(mode, emulator.base_url, api_key="sk-plain")
     cached = wm_middleware.wrap(sdk.client(mode, emulator.base_url, api_key="sk-cached"))
     # The cached agent first: its add is made first, so it is indexed no later than the plain
     # agent's (a comparison never skewed towards the cache).
-    seen = await _probe(sdk, {"cached": cached, "plain": plain}, 2.0)
+    seen = await _probe(sdk, {"cached": cached, "plain": plain}, 2.25)
     assert set(seen["plain"]) == set(FACTS)  # the loop is long enough for every fact
     assert set(seen["cached"]) == set(FACTS)  # the last fact too
     for fact in FACTS:
         assert seen["cached"][fact] - seen["plain"][fact] <= 1, (fact, seen)
     # ... and the cache still saved reads: the plain agent fetched each of its reads, the
     # cached one fetched or checked a status for under 0.7 of its own (status checks included).
-    turns = 10 + math.ceil(2.0 / TURN) + 4
+    turns = 10 + math.ceil(2.25 / TURN) + 4
     cached_reads = sdk.reads(emulator) - 2 * turns
     assert cached_reads + sdk.status_checks(emulator) < 0.7 * 2 * turns
 

@@ -59,7 +59,7 @@ async def test_upstream_requests_never_exceed_those_without_the_cache(
 ) -> None:
     uncached = await _requests(sdk, sdk.client(mode, emulator.base_url), shape, emulator)
     cached_client = wm_middleware.wrap(
-        sdk.client(mode, emulator.base_url), settle_interval=0.1, settle_max=5.0
+        sdk.client(mode, emulator.base_url), settle_interval=0.4, settle_max=5.0
     )
     cached = await _requests(sdk, cached_client, shape, emulator)
     checks = sdk.status_checks(emulator)

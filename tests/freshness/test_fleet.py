@@ -66,7 +66,7 @@ def test_a_write_in_one_process_settles_the_scope_in_every_process(
         assert 0 < raw.pttl("wm:v1:{t:wm}:settling") <= 62_000  # ... and expires on its own
         reads = 0
         seen = [False] * 3
-        for _ in range(2000):  # bounded: ~1 s of indexing, one round after it
+        for _ in range(2000):  # bounded: ~1 s of indexing, a few rounds after it
             for i in (1, 2, 0):
                 if not seen[i]:
                     seen[i] = workers[i].ask("search", "espresso")[0]

@@ -117,14 +117,16 @@ def test_freshness_off_writes_only_invalidate(
 
 def test_instrument_follows_writes_too(sdk: Sdk, emulator: EmulatorServer) -> None:
     emulator.set_indexing_delay(0.3)
-    memory = wm_middleware.instrument(settle_interval=0.05)
+    memory = wm_middleware.instrument(settle_interval=0.4)
     try:
         client = sdk.client("sync", emulator.base_url)
         sdk.search(client)
         sdk.add(client, "The user likes espresso")
-        wait_until(lambda: mentions(sdk.search(client), "espresso"))
-        assert memory.stats().hits >= 0
-        assert sdk.status_checks(emulator) >= 1
+        # Reads go on until the fact shows and a check beside them was made.
+        wait_until(
+            lambda: mentions(sdk.search(client), "espresso") and sdk.status_checks(emulator) >= 1
+        )
+        assert memory.stats().hits >= 1
     finally:
         wm_middleware.uninstrument()
 

@@ -152,7 +152,7 @@ def _agents(
 async def test_a_status_check_that_gets_no_answer_vouches_for_nothing(
     sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed, fault: str
 ) -> None:
-    emulator.set_indexing_delay(1.3)
+    emulator.set_indexing_delay(1.5)  # half a turn after a turn begins: no race with the reads
     for path in sdk.status_paths:
         if fault == "500":
             emulator.fail_next(None, 500, path=path, method="GET")
@@ -170,7 +170,8 @@ async def test_a_status_check_that_gets_no_answer_vouches_for_nothing(
 async def test_a_document_slower_than_settle_max_shows_within_a_turn(
     sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
 ) -> None:
-    emulator.set_indexing_delay(2.9)  # the settle (1 s) ends with the document pending
+    # The settle (1 s) ends with the document pending; indexed half a turn after a turn begins.
+    emulator.set_indexing_delay(2.7)
     agents = _agents(sdk, mode, emulator, observed, settle_interval=1.0, settle_max=1.0)
     tracer = observed.tracer_provider.get_tracer("agent")
     seen = await _race(sdk, agents, 1, 10, tracer)

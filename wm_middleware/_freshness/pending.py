@@ -75,6 +75,7 @@ class _Wait:
     scopes: frozenset[Hashable]
     remaining: set[str]
     confirmed: float = -math.inf  # when a check last found its documents all pending
+    renewed: bool = False  # its settle reached settle_max and began again
 
 
 @dataclass(slots=True, eq=False)
@@ -101,11 +102,14 @@ class _Tenant:
         from ``started``. Returns the waits that ended (and are forgotten)."""
         ended: list[_Wait] = []
         finished = {ident for ident, status in statuses.items() if status in FINISHED}
+        # Past settle_max, a document the API does not know (404) is gone, not pending.
+        unknown = {ident for ident, status in statuses.items() if status == "unknown"}
         for ident in finished:
             self.docs.pop(ident, None)
         for wait in self.waits:
-            if wait.remaining & finished:
-                wait.remaining -= finished
+            done = (finished | unknown) if wait.renewed else finished
+            if wait.remaining & done:
+                wait.remaining -= done
                 if not wait.remaining:
                     ended.append(wait)
             elif wait.remaining & statuses.keys():
@@ -177,6 +181,7 @@ class _Rounds:
         with self._lock:
             overdue = [(t, w) for t in self._tenants.values() for w in t.waits if _overdue(w)]
             for tenant, wait in overdue:
+                wait.renewed = True
                 wait.settle = self.memory.settle(
                     *wait.scopes,
                     within=self.settle_max,
