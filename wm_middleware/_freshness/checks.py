@@ -2,8 +2,9 @@
 
 The paths are the route table's (``documents.list_processing``, ``documents.get``); the names
 are :mod:`wm_middleware._telemetry.names`'. A check's span is a ``CLIENT`` span, a child of the
-current context (the read that waits for it), linked to the writes whose documents it asks
-about, and current around the request, so the HTTP span of an instrumented httpx is its child.
+current context (checks run beside the reads, in an empty one: a root), linked to the writes
+whose documents it asks about and to the span :data:`LAUNCHED_BY` names, and current around the
+request, so the HTTP span of an instrumented httpx is its child.
 """
 
 from __future__ import annotations
