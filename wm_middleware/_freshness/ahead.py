@@ -18,12 +18,14 @@ writes it asks about and to the span that was current when the read started it
 
 from __future__ import annotations
 
-import asyncio
 import contextvars
 import logging
 import threading
 from collections.abc import Callable
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    import asyncio
 
 __all__ = ["ASYNC", "SYNC", "Launch", "Launcher"]
 
@@ -52,6 +54,8 @@ class Launcher:
                 thread.start()  # a new thread starts with an empty context
                 return True
             if how == "task":
+                import asyncio  # loaded already: the caller runs on it
+
                 loop = asyncio.get_running_loop()
                 task = loop.create_task(_in_executor(job), context=contextvars.Context())
                 self._tasks.add(task)
@@ -65,4 +69,6 @@ class Launcher:
 async def _in_executor(job: Callable[[], None]) -> None:
     """``job`` in the running loop's default executor (its request blocks a thread, not the
     loop); the executor does not carry this task's context over, so the job starts empty."""
+    import asyncio
+
     await asyncio.get_running_loop().run_in_executor(None, job)
