@@ -8,7 +8,9 @@ read; the check runs beside the reads and its answer is used only by reads that 
 
 * a sync read: a daemon thread of its own;
 * an async read under asyncio: a task on the caller's loop (referenced here until it ends),
-  whose blocking request runs in the loop's executor, so the loop never blocks on it;
+  whose blocking request runs in the loop's executor, so the loop never blocks on it (a round
+  is three steps, ``Freshness._asking``, the request, ``Freshness._answered``: an async request
+  can take the middle one's place in the task);
 * anywhere else (trio, through anyio): nowhere; the next read fetches, as uncached.
 
 Either way the check runs in an empty context: its span is a root of its own, linked to the

@@ -150,18 +150,32 @@ class _Rounds:
 
     def _round(self, tenant: _Tenant, waits: list[_Wait], since: float) -> None:
         """One status request about ``waits``' documents: end the finished, confirm the rest
-        (no answer: nothing changes, and the copies stay unvouched)."""
+        (no answer: nothing changes, and the copies stay unvouched). The sync driver of
+        :meth:`_asking` and :meth:`_answered`; an async one awaits its request between them."""
+        asking = self._asking(tenant, waits, since)
+        if asking is None:
+            return
+        try:
+            answer = _ask(self.checks, tenant, *asking)
+        except Exception:  # a surprise: the check vouches for nothing
+            logger.debug("wm_middleware: a status check failed", exc_info=True)
+            answer = None
+        self._answered(tenant, answer)
+
+    def _asking(
+        self, tenant: _Tenant, waits: list[_Wait], since: float
+    ) -> tuple[list[_Doc], _Fleet] | None:
+        """What a round about ``waits`` asks (their pending documents, oldest first) and where
+        (the fleet's round for a copy fetched at ``since``); None: nothing to ask."""
         with self._lock:
             asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
         if not asked:
-            return
+            return None
         scopes = frozenset().union(*(wait.scopes for wait in waits))
-        fleet = _Fleet(self.shared, scopes, since, self.fresh_for)
-        try:
-            answer = _ask(self.checks, tenant, asked, fleet)
-        except Exception:  # a surprise never reaches the read: it fetches
-            logger.debug("wm_middleware: a status check failed", exc_info=True)
-            answer = None
+        return asked, _Fleet(self.shared, scopes, since, self.fresh_for)
+
+    def _answered(self, tenant: _Tenant, answer: tuple[dict[str, str], float] | None) -> None:
+        """What a round found (statuses, when its request began), or None (no answer)."""
         if answer is None:
             return
         with self._lock:
