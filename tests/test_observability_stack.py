@@ -238,6 +238,16 @@ def test_compose_pins_the_releases_the_stack_session_builds(compose: dict[str, A
     assert re.search(r"^tool github.com/jaegertracing/jaeger/cmd/jaeger$", jaeger_mod, re.MULTILINE)
 
 
+def test_the_telemetry_page_says_what_to_compare_and_links_the_p95_graph() -> None:
+    """The page's ready link is the query the stack session checks, on the default port."""
+    from stack import MONITOR_OPERATION, p95_graph_url
+
+    page = (REPO / "docs" / "telemetry.md").read_text(encoding="utf-8")
+    assert f"**`{MONITOR_OPERATION}`**" in page
+    assert p95_graph_url("http://localhost:9090") in page
+    assert "python3 -m stack" in page
+
+
 def test_compose_wiring(compose: dict[str, Any]) -> None:
     services = compose["services"]
     collector = services["otel-collector"]

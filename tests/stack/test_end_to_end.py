@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import inspect
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -150,7 +151,9 @@ def test_the_monitor_compares_the_demo_agents_turn_span() -> None:
     assert f"{TURN_SPAN} {agent}" == MONITOR_OPERATION
 
 
-def test_the_monitor_shows_the_cached_agents_turns_taking_less_time(stack_run: StackRun) -> None:
+def test_the_monitor_shows_the_cached_agents_turns_taking_less_time(
+    stack_run: StackRun, record_property: Callable[[str, object], None]
+) -> None:
     """The Monitor API's p95 of the agent's turn (INTERNAL in both services): the cached one is
     lower, and each agrees with the p95 the demo reported over all its rounds within one bucket
     of the span-metrics histogram."""
@@ -167,6 +170,8 @@ def test_the_monitor_shows_the_cached_agents_turns_taking_less_time(stack_run: S
         monitor = p95[runs[name]["service_name"]]
         assert monitor is not None
         assert abs(_bucket(monitor) - _bucket(reported)) <= 1, (name, monitor, reported)
+        # In the session's JUnit report, for the docs' figures (not a timing assertion).
+        record_property(f"{name}_p95_turn_ms", {"monitor": monitor, "reported": reported})
 
 
 def test_the_p95_graph_link_shows_both_agents(stack_run: StackRun) -> None:
