@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .build import PROGRAMS, Built, GoNotFound, build_all
+from .programs import PROGRAMS, Built, GoNotFound, build_all
 from .queries import MONITOR_KIND, MONITOR_OPERATION, p95_graph_url
 from .services import Ports, Stack, StackError, prometheus_binary, running
 
