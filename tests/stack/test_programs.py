@@ -5,6 +5,7 @@ its own; their versions are the ones the compose file pins."""
 from __future__ import annotations
 
 import re
+import socket
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from stack import COLLECTOR, JAEGER
+from stack import COLLECTOR, JAEGER, running
 from stack.services import COLLECTOR_CONFIG, JAEGER_CONFIG, prometheus_binary
 
 from .conftest import require_stack
@@ -74,3 +75,17 @@ def test_prometheus_is_the_release_the_compose_file_pins() -> None:
     assert match, first
     services = yaml.safe_load(COMPOSE.read_text(encoding="utf-8"))["services"]
     assert services["prometheus"]["image"] == f"prom/prometheus:v{match.group(1)}"
+
+
+def test_the_stack_stops_every_program_and_removes_its_files(binaries: dict[str, Path]) -> None:
+    with running(binaries[COLLECTOR.name], binaries[JAEGER.name]) as stack:
+        workdir, ports = stack.workdir, stack.ports
+        assert sorted(p.name for p in workdir.glob("*.log")) == [
+            "collector.log",
+            "jaeger.log",
+            "prometheus.log",
+        ]
+    assert not workdir.exists()
+    for port in (ports.otlp_grpc, ports.otlp_http, ports.jaeger, ports.prometheus):
+        with socket.socket() as probe:
+            assert probe.connect_ex(("127.0.0.1", port)) != 0, port  # nothing listens
