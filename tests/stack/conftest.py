@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,6 +225,31 @@ def observe(stack: Stack, jaeger: Jaeger) -> Observed:
     return seen
 
 
+def _span_count(port: int, metric: str, label: str) -> int:
+    """A span counter of a program's own metrics (``otelcol_<metric>``, with ``_total`` as
+    Jaeger's collector release names it), summed over the series that carry ``label``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    pattern = re.compile(rf"^otelcol_{metric}(?:_total)?\{{([^}}]*)\}} (\S+)$", re.MULTILINE)
+    return sum(int(float(value)) for labels, value in pattern.findall(text) if label in labels)
+
+
+def wait_until_stored(stack: Stack, delivered: int) -> None:
+    """Until Jaeger stored every span the demo delivered: the collector accepted them and sent
+    them all on, and Jaeger's storage exporter wrote as many (its own metrics say so)."""
+
+    def check() -> str | None:
+        ports = stack.ports
+        accepted = _span_count(ports.collector_metrics, "receiver_accepted_spans", 'receiver="')
+        sent = _span_count(ports.collector_metrics, "exporter_sent_spans", "otlp_grpc/jaeger")
+        stored = _span_count(ports.jaeger_metrics, "exporter_sent_spans", "jaeger_storage")
+        if accepted >= delivered and accepted == sent == stored:
+            return None
+        return f"{delivered} delivered, {accepted} accepted, {sent} sent on, {stored} stored"
+
+    poll(check, DATA_LIMIT, "every span in Jaeger")
+
+
 @dataclass
 class StackRun:
     stack: Stack
@@ -257,6 +283,7 @@ def stack_run(binaries: dict[str, Path]) -> Iterator[StackRun]:
         jaeger = Jaeger(stack.jaeger)
         reports = {"http/protobuf": _one_round(stack)}
         reports["grpc"], observed = _rounds_until_observed(stack, jaeger, reports)
+        wait_until_stored(stack, sum(r["otlp_spans"]["delivered"] for r in reports.values()))
         yield StackRun(stack, jaeger, reports, observed)
 
 
