@@ -12,7 +12,7 @@ import sys
 import threading
 from pathlib import Path
 
-from .programs import PROGRAMS, Built, GoNotFound, build_all
+from .programs import COLLECTOR, JAEGER, PROGRAMS, Built, GoNotFound, build_all
 from .queries import MONITOR_KIND, MONITOR_OPERATION, p95_graph_url
 from .services import Ports, Stack, StackError, prometheus_binary, running
 
@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         with running(
-            built["otelcol-wm"].path, built["jaeger"].path, ports, keep=args.keep
+            built[COLLECTOR.name].path, built[JAEGER.name].path, ports, keep=args.keep
         ) as stack:
             print(f"running (logs in {stack.workdir}):\n{_links(stack)}", flush=True)
             try:
@@ -88,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
     except StackError as error:
         print(f"python3 -m stack: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # while starting: what had started is stopped and removed
+        return 130
     if args.keep:
         print(f"logs kept in {Path(stack.workdir)}")
     return 0
