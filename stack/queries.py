@@ -20,7 +20,7 @@ import urllib.parse
 MONITOR_KIND = "internal"
 MONITOR_OPERATION = "invoke_agent memory-demo"
 
-# The same comparison on Prometheus's graph page, from the spanmetrics connector's histogram
+# The same comparison on Prometheus's graph page, from the span_metrics connector's histogram
 # (the series Jaeger's Monitor tab reads).
 P95_QUERY = (
     "histogram_quantile(0.95, sum by (service_name, le) ("

@@ -301,7 +301,7 @@ def test_jaeger_config_wires_spm_to_prometheus(collector: dict[str, Any]) -> Non
     assert query["traces"] in storage["backends"]
     prometheus = storage["metric_backends"][query["metrics"]]["prometheus"]
     assert _default(prometheus["endpoint"]) == "http://prometheus:9090"
-    # Must match the spanmetrics connector's namespace and histogram unit.
+    # Must match the span_metrics connector's namespace and histogram unit.
     spanmetrics = collector["connectors"]["span_metrics"]
     assert prometheus["metric_namespace"] == spanmetrics["namespace"].replace(".", "_")
     assert prometheus["latency_unit"] == spanmetrics["histogram"]["unit"]
