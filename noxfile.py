@@ -6,6 +6,7 @@ python3 -m nox -s tests-sdk3 -- tests/core -n 0   # a focused run, in one proces
 python3 -m nox -s docs          # the documentation site, mkdocs build --strict (CI runs it too)
 python3 -m nox -s examples      # the LangGraph, pydantic-ai and OpenAI Agents SDK examples (CI too)
 python3 -m nox -s phoenix       # opt-in: traces read back from a real Arize Phoenix on loopback
+python3 -m nox -s stack         # the collector, Jaeger and Prometheus, built and run for real
 
 Sessions run on the interpreter that runs nox when it is a supported one (3.11 or later), else
 on the newest supported ``python3.X`` found on PATH. Environments are made and filled by ``uv``
@@ -161,3 +162,37 @@ def phoenix(session: nox.Session) -> None:
         "WM_TEST_PHOENIX_PYTHON": os.fspath(server / "bin" / "python"),
     }
     session.run("pytest", "-q", "tests/telemetry/test_phoenix.py", *session.posargs, env=env)
+
+
+@nox.session(python=PYTHON)
+def stack(session: nox.Session) -> None:
+    """The observability stack for real: the collector and Jaeger built from ``stack/`` (Go,
+    cached by their ``go.sum``), Prometheus from the system's package, all on loopback with the
+    project's config files; the demo exports into it and the tests read traces and series back.
+    A skipped test fails the session: here nothing may be left unchecked."""
+    import xml.etree.ElementTree as ElementTree
+
+    session.install("-e", ".[test,demo,otlp]")
+    # The build first, on its own: a cold one takes minutes and says so here, not in a test.
+    session.run("python", "-m", "stack", "build")
+    report = Path(session.create_tmp()) / "stack-junit.xml"
+    # The config files' own checks (tests/test_observability_stack.py) run in tests-sdk3/5.
+    tests = ["tests/stack"]
+    session.run(
+        "pytest",
+        "-q",
+        "-rs",
+        *tests,
+        f"--junitxml={report}",
+        *session.posargs,
+        env={"WM_TEST_STACK": "1"},
+    )
+    skipped = [
+        f"{case.get('classname')}.{case.get('name')}: {skip.get('message')}"
+        for case in ElementTree.parse(report).iter("testcase")
+        for skip in case.iter("skipped")
+    ]
+    if skipped:
+        session.error(
+            "skipped in the stack session (a skip is a failure here):\n" + "\n".join(skipped)
+        )

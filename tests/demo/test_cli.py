@@ -58,6 +58,11 @@ def test_demo_json_summary_shows_the_cached_run_sending_fewer_requests() -> None
     assert repeated_turn["upstream_requests"] == 2  # 10 repeats -> 1, plus one other query
     assert {"p50", "p95", "p99"} <= set(cached["search_latency_ms"])
     assert [r["service_name"] for r in (uncached, cached)] == ["agent-uncached", "agent-cached"]
+    for run_summary in (uncached, cached):  # one round: all rounds are the first round
+        every = run_summary["all_rounds"]
+        assert every["rounds"] == 1
+        assert every["search_latency_ms"] == run_summary["search_latency_ms"]
+        assert every["turn_latency_ms"]["p50"] > 0
 
 
 @needs_tools

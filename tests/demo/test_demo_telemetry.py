@@ -110,6 +110,12 @@ def test_duration_keeps_both_deployments_running_and_reports_the_first_round() -
     assert uncached["upstream_requests"] == uncached["tool_calls"]
     assert cached["upstream_requests"] < uncached["upstream_requests"]
     assert "side by side" in result.stderr
+    # Beside them, every round's latency: what a dashboard shows of the run.
+    for name in ("uncached", "cached"):
+        every = summary["runs"][name]["all_rounds"]
+        assert every["rounds"] == summary["rounds"][name]
+        for quantiles in (every["turn_latency_ms"], every["search_latency_ms"]):
+            assert 0 < quantiles["p50"] <= quantiles["p95"] <= quantiles["p99"]
 
 
 @pytest.mark.parametrize("text", ["0s", "2x", "-5", "25h"])

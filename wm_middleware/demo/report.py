@@ -129,6 +129,11 @@ def _first_seen_summary(run: RunResult) -> dict[str, Any] | None:
     }
 
 
+def _quantiles(seconds: Sequence[float]) -> dict[str, float]:
+    """p50, p95 and p99 of ``seconds``, in milliseconds."""
+    return {f"p{round(q * 100)}": _ms(percentile(seconds, q)) for q in (0.50, 0.95, 0.99)}
+
+
 def _run_summary(run: RunResult) -> dict[str, Any]:
     agent = run.agent
     searches = agent.searches
@@ -162,6 +167,13 @@ def _run_summary(run: RunResult) -> dict[str, Any]:
             for t in agent.turns
         ],
         "new_memory": _first_seen_summary(run),
+        # Every round of a --duration run (the fields above are the first round's): what
+        # Jaeger's Monitor tab and the dashboard show of it.
+        "all_rounds": {
+            "rounds": run.rounds,
+            "turn_latency_ms": _quantiles(run.all_rounds.turns),
+            "search_latency_ms": _quantiles(run.all_rounds.searches),
+        },
         "cache": {
             "hits": run.results.get("hit", 0),
             "misses": run.results.get("miss", 0),

@@ -104,6 +104,20 @@ class DemoOptions:
 
 
 @dataclass(slots=True)
+class AllRounds:
+    """Wall times of every round's turns and searches, the first round's too: what a
+    dashboard or Jaeger's Monitor tab shows of a ``duration`` run (the rest of
+    :class:`RunResult` describes the first round)."""
+
+    turns: list[float] = field(default_factory=list)
+    searches: list[float] = field(default_factory=list)
+
+    def add(self, agent: AgentRun) -> None:
+        self.turns.extend(turn.seconds for turn in agent.turns)
+        self.searches.extend(call.seconds for call in agent.searches)
+
+
+@dataclass(slots=True)
 class RunResult:
     """One run: the agent's measurements, the spans it produced, the cache counters."""
 
@@ -124,6 +138,7 @@ class RunResult:
     # Seconds of emulated latency the first round's requests waited (None: the real API).
     emulated_latency: float | None = None
     interrupted: bool = False  # Ctrl-C stopped the later rounds (``duration``)
+    all_rounds: AllRounds = field(default_factory=AllRounds)
 
 
 @dataclass(slots=True)
@@ -434,6 +449,7 @@ class _Played:
     rounds: int = 1
     recorded: int = 0
     interrupted: bool = False
+    all_rounds: AllRounds = field(default_factory=AllRounds)
 
 
 async def _play(
@@ -470,11 +486,13 @@ async def _play(
         upstream() - start if upstream is not None else 0,
         waited() if waited is not None else None,
     )
+    played.all_rounds.add(agent)
     try:
         while options.duration is not None and time.monotonic() - began < options.duration:
             played.recorded += len(exporter.get_finished_spans())
             exporter.clear()
-            await run_agent(script, execute, tracer=tracer, pause=options.pause)
+            later = await run_agent(script, execute, tracer=tracer, pause=options.pause)
+            played.all_rounds.add(later)
             played.rounds += 1
     except asyncio.CancelledError:
         # Ctrl-C in a later round (see _side_by_side): it stops there, and the first round,
@@ -567,6 +585,7 @@ def _run_result(
         otlp=providers.delivery,
         emulated_latency=played.waited,
         interrupted=played.interrupted,
+        all_rounds=played.all_rounds,
     )
 
 
