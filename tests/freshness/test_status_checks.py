@@ -137,3 +137,72 @@ async def test_the_processing_list_is_asked_for_every_pending_document(
     assert asked
     assert all(r.query.get("view") == ["pending"] for r in asked)
     assert observed.pending() == 1  # still followed: no check took it for finished
+
+
+# -- one check, made by hand through what an adapter holds of the writing client ----------------
+class _Nothing:
+    def pending(self) -> int:  # the pending gauge's source (held weakly: a bound method)
+        return 0
+
+
+_NOTHING = _Nothing()
+
+
+def _status_checks(observed: Observed) -> Any:
+    from wm_middleware._freshness.checks import StatusChecks
+    from wm_middleware._telemetry import Telemetry
+
+    telemetry = Telemetry(observed.tracer_provider, observed.meter_provider)
+    return StatusChecks(telemetry, _NOTHING.pending, 5.0)
+
+
+def _via(client: httpx.Client | httpx.AsyncClient, emulator: EmulatorServer) -> Any:
+    from wm_middleware._adapters.httpx_transport import _ViaClient
+
+    headers = {"authorization": f"Bearer {KEY}"}
+    return _ViaClient(client, isinstance(client, httpx.AsyncClient), INVALID, headers, None)
+
+
+PROCESSING = ("/v3/documents/processing", "documents.list_processing")
+
+
+async def test_an_async_clients_check_is_awaited_on_its_loop(
+    emulator: EmulatorServer, observed: Observed
+) -> None:
+    routed = _Async(emulator)
+    async with httpx.AsyncClient(transport=routed) as client:
+        via = _via(client, emulator)
+        found = await _status_checks(observed).aget(via, INVALID, *PROCESSING)
+    assert found == {"documents": [], "totalCount": 0}
+    assert routed.gets() == emulator.count("GET", PROCESSING[0]) == 1
+
+
+async def test_an_async_clients_check_from_a_plain_thread_is_made_on_its_loop(
+    emulator: EmulatorServer, observed: Observed
+) -> None:
+    # Where a scheduler runs a check in an executor thread: the request still goes through
+    # the async client, on the loop it belongs to (the thread waits within the timeout).
+    import asyncio
+
+    routed = _Async(emulator)
+    checks = _status_checks(observed)
+    async with httpx.AsyncClient(transport=routed) as client:
+        via = _via(client, emulator)
+        found = await asyncio.get_running_loop().run_in_executor(
+            None, lambda: checks.get(via, INVALID, *PROCESSING)
+        )
+    assert found == {"documents": [], "totalCount": 0}
+    assert routed.gets() == 1
+    assert observed.status_checks("ok") == 1
+
+
+def test_no_check_is_made_through_a_closed_client(
+    emulator: EmulatorServer, observed: Observed
+) -> None:
+    routed = _Sync(emulator)
+    client = httpx.Client(transport=routed)
+    via = _via(client, emulator)
+    client.close()
+    assert _status_checks(observed).get(via, INVALID, *PROCESSING) is None
+    assert routed.gets() == emulator.count("GET", PROCESSING[0]) == 0
+    assert observed.status_checks() == 0  # no request: nothing counted

@@ -58,14 +58,17 @@ def write_of(
 class ClientVia(ABC):
     """A :class:`~wm_middleware._calls.Via`: the writing client, held weakly; each adapter says
     how a GET goes through its kind of client (:meth:`_send`, :meth:`_asend`) and when it is
-    closed (:meth:`_open`)."""
+    closed (:meth:`_open`). An async client's asyncio loop is the one its write ran on (held
+    weakly too): a thread that is not one of anyio's asks that loop to make the request."""
 
-    __slots__ = ("__weakref__", "_client", "asynchronous", "timeout")
+    __slots__ = ("__weakref__", "_client", "_loop", "asynchronous", "timeout")
 
     def __init__(self, client: object, asynchronous: bool, timeout: object) -> None:
         self._client = weakref.ref(client)
         self.asynchronous = asynchronous
         self.timeout = timeout
+        loop = _running_loop() if asynchronous else None
+        self._loop = None if loop is None else weakref.ref(loop)
 
     @property
     def alive(self) -> bool:
@@ -73,11 +76,25 @@ class ClientVia(ABC):
         return client is not None and self._open(client)
 
     def get(self, path: str, params: Mapping[str, str], within: float) -> Any:
-        if self.asynchronous:  # a worker thread of the loop the async client runs on
-            import anyio.from_thread
+        if not self.asynchronous:
+            return self._send(self._live(), path, params, within)
+        import anyio.from_thread
 
+        try:  # a worker thread of anyio's (asyncio or trio): its loop makes the request
             return anyio.from_thread.run(self.aget, path, params, within)
-        return self._send(self._live(), path, params, within)
+        except getattr(anyio, "NoEventLoopError", RuntimeError):  # anyio 3: a RuntimeError
+            pass
+        loop = None if self._loop is None else self._loop()
+        if loop is None or not loop.is_running() or loop is _running_loop():
+            raise LookupError("no loop to make an async client's request on") from None
+        import asyncio
+
+        made = asyncio.run_coroutine_threadsafe(self.aget(path, params, within), loop)
+        try:  # the request's own timeout bounds it; the margin is for a busy loop
+            return made.result(within + _LOOP_MARGIN)
+        except TimeoutError:
+            made.cancel()
+            raise
 
     async def aget(self, path: str, params: Mapping[str, str], within: float) -> Any:
         return await self._asend(self._live(), path, params, within)
@@ -98,6 +115,19 @@ class ClientVia(ABC):
     async def _asend(
         self, client: Any, path: str, params: Mapping[str, str], within: float
     ) -> Any: ...
+
+
+_LOOP_MARGIN: Final = 1.0  # seconds a thread waits beyond a request's timeout for its loop
+
+
+def _running_loop() -> Any:
+    """The asyncio loop running in this thread, or ``None``."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def timeout_key(timeout: object) -> Hashable:
