@@ -123,7 +123,7 @@ def main() -> None:
     extra_cpu = cached["first_cpu_ms"] - uncached["first_cpu_ms"]
     verdict = "PASS" if extra_cpu <= GOAL_MS else "MISS"
     print(
-        f"first search with instrument(): +{extra:.1f} ms wall, +{extra_cpu:.1f} ms CPU "
+        f"first search with instrument(): {extra:+.1f} ms wall, {extra_cpu:+.1f} ms CPU "
         f"(goal <= {GOAL_MS:g} ms of CPU) {verdict}; {args.rounds} rounds, medians"
     )
     if detail is not None:

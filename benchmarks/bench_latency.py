@@ -13,11 +13,13 @@ profile + the same search 3x, add every turn; ``sparse``: profile + search, add 
 that answers every request after ``LATENCY`` (100 ms) and indexes each write over ``--delays``
 seconds. Every profile and search call is timed where the agent makes it.
 
-Per row: the reads, their p50 / p95 / p99 / max in milliseconds (nearest rank), and how many
-took over 1.5x the upstream latency (a read that waited on two requests in a row, or on
-something slower than one); the cached rows also give their p95 and p99 against the uncached
-row of the same loop. Goals: the cached p95 and p99 within 5% or 10 ms of uncached, and no
-cached read over 1.5x the upstream latency. ``--scale`` multiplies every duration (turn,
+Per row: the reads, their p50 / p95 / p99 / max in milliseconds (nearest rank, over every
+read), the first read of the process (the SDK's own first call, and with ``instrument()`` what
+the patch adds to it) and how many reads after the first took over 1.5x the upstream latency
+(a read that waited on two requests in a row, or on something slower than one); the cached
+rows also give their p95 and p99 against the uncached row of the same loop. Goals: the cached
+p95 and p99 within 5% or 10 ms of uncached, and no cached read after the first over 1.5x the
+upstream latency. ``--scale`` multiplies every duration (turn,
 latency, delays) and passes ``settle_interval=scale``, so a quick run keeps the same shape.
 """
 
@@ -131,7 +133,8 @@ class Row:
     p95: float = 0.0
     p99: float = 0.0
     max: float = 0.0
-    slow: int = 0  # reads over SLOW x the upstream latency
+    first: float = 0.0  # the process's first read
+    slow: int = 0  # reads after the first over SLOW x the upstream latency
     p95_ratio: float | None = None
     p99_ratio: float | None = None
     met: bool | None = None
@@ -139,8 +142,8 @@ class Row:
     def summarise(self, latency_ms: float) -> None:
         ordered = sorted(self.took)
         self.p50, self.p95, self.p99 = (_rank(ordered, p) for p in (0.5, 0.95, 0.99))
-        self.max = ordered[-1]
-        self.slow = sum(ms > SLOW * latency_ms for ms in ordered)
+        self.max, self.first = ordered[-1], self.took[0]
+        self.slow = sum(ms > SLOW * latency_ms for ms in self.took[1:])
 
 
 def _rank(ordered: list[float], fraction: float) -> float:
@@ -195,9 +198,9 @@ def _compare(rows: list[Row]) -> None:
 
 def _table(rows: list[Row]) -> str:
     lines = [
-        "| loop | delay (s) | calls | mode | reads | p50 / p95 / p99 / max (ms) "
-        f"| over {SLOW:g}x latency | p95, p99 vs uncached |",
-        "|---|---|---|---|---|---|---|---|",
+        "| loop | delay (s) | calls | mode | reads | p50 / p95 / p99 / max (ms) | first (ms) "
+        f"| later over {SLOW:g}x latency | p95, p99 vs uncached |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         ratios = (
@@ -207,7 +210,7 @@ def _table(rows: list[Row]) -> str:
         )
         lines.append(
             f"| {row.shape} | {row.delay:g} | {row.calls} | {row.mode} | {len(row.took)} "
-            f"| {row.p50:.0f} / {row.p95:.0f} / {row.p99:.0f} / {row.max:.0f} "
+            f"| {row.p50:.0f} / {row.p95:.0f} / {row.p99:.0f} / {row.max:.0f} | {row.first:.0f} "
             f"| {row.slow} | {ratios} |"
         )
     return "\n".join(lines)
@@ -241,8 +244,8 @@ def main() -> None:
     print(_table(rows))
     judged = [row.met for row in rows if row.met is not None]
     print(
-        f"goals (cached p95 and p99 within 5% or 10 ms of uncached, no cached read over "
-        f"{SLOW:g}x the upstream latency) met in {sum(judged)} of {len(judged)} rows "
+        f"goals (cached p95 and p99 within 5% or 10 ms of uncached, no cached read after the "
+        f"first over {SLOW:g}x the upstream latency) met in {sum(judged)} of {len(judged)} rows "
         f"({time.monotonic() - begun:.0f} s)"
     )
     if args.json is not None:
