@@ -32,7 +32,7 @@ from ._core import MISSING, Loaded, WorkingMemory
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
-    from ._freshness import Freshness
+    from ._freshness.ahead import Launch
     from ._near.shadow import Shadow
     from ._telemetry import ReadObservation, Telemetry
     from .semantic import SemanticReuse
@@ -107,6 +107,10 @@ def _aencoded(read: Read, fetch: Callable[[], Awaitable[Any]]) -> Callable[[], A
     return fetch_encoded
 
 
+# Where a status check a read starts runs (see wm_middleware._freshness.ahead).
+SYNC: Final = "thread"
+ASYNC: Final = "task"
+
 # How a read is routed (see Runtime._route).
 _PASS: Final = object()
 _BYPASS: Final = object()
@@ -176,22 +180,21 @@ class Runtime:
         if route is _BYPASS:
             return self.bypass(read.operation, read.server, fetch, read.query, read.count, read)
         refresh = self._refresh(_encoded(read, fetch)) if self._refreshes else None
-        observation, value = self._look_up(read, refresh, is_async=False)
+        observation, value = self._look_up(read, refresh, SYNC)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)  # only a miss gets here
-        # A status check before the flight (one that finds the write indexed ends its settle).
-        confirmed = self.freshness.checkable(read) and self.freshness.confirm(read)
+        # No status check waits here: a read's only upstream request is its own fetch.
         loading = self._loading(observation, read)  # marks a read of a settling scope
         upstream = observation.fetching(_encoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.saving(read, upstream, confirmed)
+            upstream = self.freshness.saving(read, upstream, SYNC)
         with _failing(observation):
             loaded = self.memory.load(read.key, upstream, **loading)
         value = read.decode(loaded.value)
         if near is not None and self.near is not None:
             self.near.finish(near, loaded.outcome, value, observation)
-        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
+        return self._done(observation, loaded, value, read, SYNC)  # type: ignore[no-any-return]
 
     async def aread(self, read: Read, fetch: Callable[[], Awaitable[T]]) -> T:
         """Async :meth:`read`. The shared fetch runs in a task of its own (see WorkingMemory).
@@ -209,21 +212,20 @@ class Runtime:
         if not asyncio_running():
             return await self._aread_elsewhere(read, fetch)  # type: ignore[no-any-return]
         refresh = self._refresh(_aencoded(read, fetch)) if self._refreshes else None
-        observation, value = self._look_up(read, refresh, is_async=True)
+        observation, value = self._look_up(read, refresh, ASYNC)
         if value is not MISSING:
             return value  # type: ignore[no-any-return]
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         upstream = observation.afetching(_aencoded(read, fetch))
         if observation.settling:
-            upstream = self.freshness.asaving(read, upstream, confirmed)
+            upstream = self.freshness.asaving(read, upstream, ASYNC)
         with _failing(observation):
             loaded = await self.memory.aload(read.key, upstream, **loading)
         value = read.decode(loaded.value)
         if near is not None and self.near is not None:
             await self.near.afinish(near, loaded.outcome, value, observation)
-        return self._done(observation, loaded, value)  # type: ignore[no-any-return]
+        return self._done(observation, loaded, value, read, ASYNC)  # type: ignore[no-any-return]
 
     async def _aread_elsewhere(self, read: Read, fetch: Callable[[], Awaitable[Any]]) -> Any:
         """:meth:`aread` under an event loop that is not asyncio: the lookup here, the load (and
@@ -239,15 +241,15 @@ class Runtime:
         refresh = (
             self._refresh(_on_loop(_aencoded(read, fetch), token)) if self._refreshes else None
         )
-        observation, value = self._look_up(read, refresh, is_async=False)
+        # No loop here takes a status check (the next read fetches instead): none is started.
+        observation, value = self._look_up(read, refresh, None)
         if value is not MISSING:
             return value
         near = None if self.near is None else self.near.begin(read)
-        confirmed = await _confirm_in_thread(self.freshness, read)
         loading = self._loading(observation, read)
         fetch_here = _on_loop(observation.afetching(_aencoded(read, fetch)), token)
         if observation.settling:
-            fetch_here = self.freshness.saving(read, fetch_here, confirmed)
+            fetch_here = self.freshness.saving(read, fetch_here)
         with _failing(observation):
             loaded = await _in_worker_thread(
                 lambda: self.memory.load(read.key, fetch_here, **loading)
@@ -256,19 +258,21 @@ class Runtime:
         shadow = self.near
         if near is not None and shadow is not None:  # its wait for a vector blocks a thread
             await _in_worker_thread(lambda: shadow.finish(near, loaded.outcome, value, observation))
-        return self._done(observation, loaded, value)
+        return self._done(observation, loaded, value, read, None)
 
     def _look_up(
-        self, read: Read, refresh: Callable[[], Any] | None, *, is_async: bool
+        self, read: Read, refresh: Callable[[], Any] | None, how: Launch
     ) -> tuple[ReadObservation, Any]:
         """The read's observation, and its value when the memory holds it (the hit finishes the
-        observation), else ``MISSING``. ``refresh`` is the fetch of a background refresh."""
+        observation), else ``MISSING``. ``refresh`` is the fetch of a background refresh;
+        ``how``: where a status check the hit starts runs (see :meth:`Freshness.ahead`)."""
         observation = self.telemetry.begin_read(read)
+        is_async = how == ASYNC
         stored = self.memory.lookup(read.key, refresh, is_async=is_async, codec=read.share)
         if stored is MISSING:
             return observation, MISSING
         value = read.decode(stored)
-        observation.settling = self.freshness.served(read.scopes)  # and earns a credit
+        observation.settling = self.freshness.served(read, how)  # and earns a credit
         observation.hit(value)
         return observation, value
 
@@ -300,18 +304,21 @@ class Runtime:
         freshness = self.freshness
         if freshness.settling(read.scopes):
             observation.settling = True
-            return freshness.cap(read.scopes)
+            return freshness.cap(read)
         return None
 
-    def _done(self, observation: ReadObservation, loaded: Loaded, value: Any) -> Any:
+    def _done(
+        self, observation: ReadObservation, loaded: Loaded, value: Any, read: Read, how: Launch
+    ) -> Any:
         """Finish the observation of a read that went past the lock-free lookup, decoded as
-        ``value``; one answered without a fetch of its own earns the ledger a credit.
+        ``value``; one answered without a fetch of its own earns the ledger a credit (and may
+        start a status check, see :meth:`Freshness.served`).
 
         ``loaded.tier`` ("local" | "shared") names the tier that served it: the value of the
         ``wm.cache.tier`` span attribute (hits of the lock-free lookup are all "local").
         """
         if loaded.outcome != "miss":
-            self.freshness.ledger.earn()
+            self.freshness.served(read, how)
         observation.done(value, loaded.outcome, loaded.tier, loaded.leader)
         return value
 
@@ -450,11 +457,6 @@ def _on_loop(fetch: Callable[[], Awaitable[Any]], token: EventLoopToken) -> Call
             raise RuntimeError("the event loop of this read has ended") from error
 
     return call
-
-
-async def _confirm_in_thread(freshness: Freshness, read: Read) -> bool:
-    """:meth:`Freshness.confirm` of an async read, in a worker thread: its request blocks."""
-    return freshness.checkable(read) and await _in_worker_thread(lambda: freshness.confirm(read))
 
 
 async def _in_worker_thread(call: Callable[[], T]) -> T:

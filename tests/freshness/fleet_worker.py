@@ -15,7 +15,7 @@ from tests.freshness.conftest import Sdk, mentions
 def serve(redis_url: str, base_url: str, major: str, requests: Any, replies: Any) -> None:
     import wm_middleware
 
-    memory = wm_middleware.instrument(shared=redis_url, settle_interval=0.1)
+    memory = wm_middleware.instrument(shared=redis_url, settle_interval=0.4)
     deadline = time.monotonic() + 10
     while not memory.shared.subscribed and time.monotonic() < deadline:  # type: ignore[union-attr]
         time.sleep(0.005)

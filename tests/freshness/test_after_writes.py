@@ -48,59 +48,58 @@ async def _probe(sdk: Sdk, agents: dict[str, Any], delay: float) -> dict[str, di
 async def test_the_probe_loop_sees_each_fact_at_most_one_turn_after_the_uncached_agent(
     sdk: Sdk, mode: str, emulator: EmulatorServer
 ) -> None:
-    emulator.set_indexing_delay(2.0)
+    # Indexed half a turn after a turn begins: a turn's reads never race the indexing.
+    emulator.set_indexing_delay(2.25)
     plain = sdk.client(mode, emulator.base_url, api_key="sk-plain")
     cached = wm_middleware.wrap(sdk.client(mode, emulator.base_url, api_key="sk-cached"))
-    seen = await _probe(sdk, {"plain": plain, "cached": cached}, 2.0)
+    # The cached agent first: its add is made first, so it is indexed no later than the plain
+    # agent's (a comparison never skewed towards the cache).
+    seen = await _probe(sdk, {"cached": cached, "plain": plain}, 2.25)
     assert set(seen["plain"]) == set(FACTS)  # the loop is long enough for every fact
     assert set(seen["cached"]) == set(FACTS)  # the last fact too
     for fact in FACTS:
         assert seen["cached"][fact] - seen["plain"][fact] <= 1, (fact, seen)
     # ... and the cache still saved reads: the plain agent fetched each of its reads, the
     # cached one fetched or checked a status for under 0.7 of its own (status checks included).
-    turns = 10 + math.ceil(2.0 / TURN) + 4
+    turns = 10 + math.ceil(2.25 / TURN) + 4
     cached_reads = sdk.reads(emulator) - 2 * turns
     assert cached_reads + sdk.status_checks(emulator) < 0.7 * 2 * turns
 
 
-async def test_a_document_that_never_finishes_ends_its_settle_and_caching_resumes(
+async def test_a_document_that_never_finishes_keeps_its_scopes_short_lived_past_settle_max(
     sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
 ) -> None:
     emulator.set_indexing_delay(3600.0)
     cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.1, settle_max=0.5)
     await done(sdk.add(cached, "The user likes espresso"))
     assert observed.pending() == 1
-    await done(sdk.search(cached))
-    wait_until(lambda: observed.pending() == 0)  # the window ended: nothing followed any more
+    await asyncio.sleep(0.6)  # past settle_max: the settle reached its deadline
     before = sdk.reads(emulator)
-    await done(sdk.search(cached))  # the settle's end dropped the scope: one miss ...
-    for _ in range(5):
-        await done(sdk.search(cached))  # ... then normal caching
-    assert sdk.reads(emulator) == before + 1
-    checks = sdk.status_checks(emulator)
-    await asyncio.sleep(0.3)
-    assert sdk.status_checks(emulator) == checks  # no polling once nothing is pending
+    await done(sdk.search(cached))
+    await asyncio.sleep(0.2)  # longer than an entry of a settling scope lives (75 ms)
+    await done(sdk.search(cached))
+    # Both fetched: the pre-index answer is never kept for a whole ttl ...
+    assert sdk.reads(emulator) == before + 2
+    assert observed.pending() == 1  # ... while the document is still followed
 
 
-async def test_the_read_a_check_finds_indexed_is_cached_as_usual_afterwards(
+async def test_a_check_that_finds_the_write_indexed_ends_the_settle_and_caching_resumes(
     sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
 ) -> None:
     emulator.set_indexing_delay(0.3)
     cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.2)
     for _ in range(3):
-        await done(sdk.search(cached))  # one fetch, two hits: credits for a status check
+        await done(sdk.search(cached))  # one fetch, two hits: credits for status checks
     await done(sdk.add(cached, "The user likes espresso"))
-    assert not mentions(await done(sdk.search(cached)), "espresso")  # fetched while pending
-    await asyncio.sleep(0.5)  # indexed now, and that copy's life (0.15 s) is over
-    checks, reads = sdk.status_checks(emulator), sdk.reads(emulator)
-    assert mentions(await done(sdk.search(cached)), "espresso")
-    # One check found the document indexed and ended the settle, then one fetch ...
-    assert (sdk.status_checks(emulator), sdk.reads(emulator)) == (checks + 1, reads + 1)
-    assert observed.pending() == 0
-    # ... whose answer is cached as any other: the next reads are hits.
-    for _ in range(3):
+    assert not mentions(await done(sdk.search(cached)), "espresso")  # pending
+    # Reads go on: checks start beside them, and the one that finds the document indexed
+    # ends the settle.
+    await read_until(lambda: sdk.search(cached), lambda _: observed.pending() == 0)
+    assert sdk.status_checks(emulator) >= 1
+    reads = sdk.reads(emulator)
+    for _ in range(4):  # at most one fetch, cached as any other: the next reads are hits
         assert mentions(await done(sdk.search(cached)), "espresso")
-    assert sdk.reads(emulator) == reads + 1
+    assert sdk.reads(emulator) <= reads + 1
 
 
 async def test_a_write_indexed_before_a_younger_one_shows_while_the_younger_is_pending(
@@ -120,7 +119,6 @@ async def test_a_write_indexed_before_a_younger_one_shows_while_the_younger_is_p
     # write's documents are still pending.
     assert mentions(answer, "espresso")
     assert not mentions(answer, "kayaking")
-    assert sdk.status_checks(emulator) >= 1
 
 
 async def test_a_copy_is_never_served_once_the_memory_dropped_its_entries(
@@ -185,8 +183,9 @@ async def test_many_pending_writes_are_checked_in_bounded_rounds(
     )
     for _ in range(10):
         await done(sdk.search(cached))  # hits: credits for status checks
-    for i in range(30):
-        await done(sdk.add(cached, f"The user likes fact number {i}"))
+    written = [
+        str((await done(sdk.add(cached, f"The user likes fact number {i}"))).id) for i in range(30)
+    ]
     assert observed.pending() == 30
     await read_until(lambda: sdk.search(cached), lambda _: sdk.status_checks(emulator) >= 3)
     requests = [r for r in emulator.requests if r.method == "GET"]
@@ -194,9 +193,10 @@ async def test_many_pending_writes_are_checked_in_bounded_rounds(
         # One processing list per check, whatever the number of pending documents.
         assert {r.path for r in requests} == {"/v3/documents/processing"}
     else:
-        # No bulk endpoint: each check asks for the oldest pending document only.
-        assert len({r.path for r in requests}) == 1
-    wait_until(lambda: observed.pending() == 0, 30.0)  # settle_max ends them all
+        # No bulk endpoint: each check asks for the oldest pending document only (of this
+        # test's: another test's client may still be following its own).
+        asked = {r.path.rsplit("/", 1)[-1] for r in requests} & set(written)
+        assert asked == {written[0]}
 
 
 async def test_a_write_while_a_read_of_the_same_scope_is_in_flight(

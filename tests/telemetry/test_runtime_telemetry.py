@@ -138,6 +138,9 @@ def test_coalesced_thread_gets_its_own_span_linked_to_the_leaders(otel: Otel) ->
     assert link.context.trace_id == miss.context.trace_id
     assert attributes(coalesced)["gen_ai.memory.record.count"] == len(RECORDS)
     assert not miss.links
+    # Where the coalesced read's time went: the leader's fetch, which it joined.
+    assert attributes(coalesced)["wm.wait.on"] == "flight"
+    assert "wm.wait.on" not in attributes(miss)
 
 
 async def test_coalesced_task_gets_its_own_span_linked_to_the_leaders(otel: Otel) -> None:

@@ -83,8 +83,10 @@ def test_hits_name_their_tier_and_a_shared_hit_is_internal(otel: Otel, url: str)
     assert attributes(shared)["wm.cache.tier"] == "shared"
     assert attributes(shared)["gen_ai.memory.record.count"] == len(RECORDS)
     assert shared.kind is SpanKind.INTERNAL  # no request reached the memory service
+    assert attributes(shared)["wm.wait.on"] == "shared"  # its time went to the tier
     assert attributes(local)["wm.cache.result"] == "hit"
     assert attributes(local)["wm.cache.tier"] == "local"
+    assert "wm.wait.on" not in attributes(local)
 
 
 def test_a_miss_names_no_tier(otel: Otel, url: str) -> None:
@@ -126,6 +128,7 @@ def test_a_read_served_by_another_process_fetch_is_coalesced_from_the_shared_tie
     (span,) = otel.reads()
     assert attributes(span)["wm.cache.result"] == "coalesced"
     assert attributes(span)["wm.cache.tier"] == "shared"
+    assert attributes(span)["wm.wait.on"] == "shared"  # another process's fetch, there
     assert runtime.memory.stats().shared_waits == 1
 
 

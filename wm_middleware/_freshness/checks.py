@@ -2,8 +2,9 @@
 
 The paths are the route table's (``documents.list_processing``, ``documents.get``); the names
 are :mod:`wm_middleware._telemetry.names`'. A check's span is a ``CLIENT`` span, a child of the
-current context (the read that waits for it), linked to the writes whose documents it asks
-about, and current around the request, so the HTTP span of an instrumented httpx is its child.
+current context (checks run beside the reads, in an empty one: a root), linked to the writes
+whose documents it asks about and to the span :data:`LAUNCHED_BY` names, and current around the
+request, so the HTTP span of an instrumented httpx is its child.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import threading
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import quote
@@ -28,6 +30,7 @@ from .._telemetry.names import (
     FRESHNESS_CHECKS,
     FRESHNESS_PENDING,
     HTTP_STATUS_CODE,
+    LAUNCHER_LINK,
     LINK_KIND,
     SERVER_ADDRESS,
     SERVER_PORT,
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from .._calls import Via
     from .._telemetry import Telemetry
 
-__all__ = ["NOT_FOUND", "StatusChecks"]
+__all__ = ["LAUNCHED_BY", "NOT_FOUND", "StatusChecks"]
 
 logger = logging.getLogger("wm_middleware._freshness")
 
@@ -49,6 +52,9 @@ NOT_FOUND: Final = object()
 """What :meth:`StatusChecks.get` returns for a 404."""
 
 _NO_PARAMS: Final[Mapping[str, str]] = {}
+LAUNCHED_BY: ContextVar[SpanContext | None] = ContextVar("wm_middleware_launched_by", default=None)
+"""The span current when a read started the check being made (its span links to it)."""
+
 LIST_PROCESSING: Final = route_named(3, "documents.list_processing")
 DOCUMENT: Final = {3: route_named(3, "documents.get"), 5: route_named(5, "documents.get")}
 
@@ -141,6 +147,9 @@ class StatusChecks:
         )
         for link in links:
             span.add_link(link, {LINK_KIND: WRITE_LINK})
+        launcher = LAUNCHED_BY.get()
+        if launcher is not None and launcher.is_valid:
+            span.add_link(launcher, {LINK_KIND: LAUNCHER_LINK})
 
         def observe(outcome: str, status: int | None = None, error: str | None = None) -> None:
             try:

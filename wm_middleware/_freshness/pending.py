@@ -1,10 +1,14 @@
-"""Pending writes of one runtime, their settles, and the reads that confirm them.
+"""Pending writes of one runtime, their settles, and the status checks that vouch for copies.
 
 State, all under ``Freshness._lock``: per tenant (base URL + credentials) its pending documents
-(oldest write first) and its waits (one per write: the settle, the scopes, the documents left);
-per key read while it settles, the copy fetched last (:class:`Copy`). A tenant's ``round``
-lock is held across one status request, so concurrent reads of a tenant make one request and
-the others reuse its answer.
+(oldest write first), its waits (one per write: the settle, the scopes, the documents left, when
+they were last found pending) and whether a check of it is in flight (one at a time); per key
+read while it settles, the copy fetched last (:class:`Copy`).
+
+Reads never wait for a check. A read answered from memory may start one beside the reads
+(:meth:`Freshness.ahead`); a later read uses its answer only once it has come, and only within
+three quarters of ``settle_interval`` of when it began. A check that gets no answer changes
+nothing: the copies it would have vouched for stay unvouched and their reads fetch.
 """
 
 from __future__ import annotations
@@ -15,13 +19,15 @@ import threading
 import time
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from opentelemetry import trace
 from opentelemetry.trace import SpanContext
 
 from .._core import Settle, check_seconds
-from .checks import LIST_PROCESSING, NOT_FOUND, StatusChecks, document_path
+from .ahead import Launch, Launcher
+from .checks import LAUNCHED_BY, LIST_PROCESSING, NOT_FOUND, StatusChecks, document_path
 from .copies import Copies, Copy, Standing
 from .documents import FINISHED, Follow, field_of, status_of
 from .ledger import Ledger
@@ -69,6 +75,7 @@ class _Wait:
     scopes: frozenset[Hashable]
     remaining: set[str]
     confirmed: float = -math.inf  # when a check last found its documents all pending
+    renewed: bool = False  # its settle reached settle_max and began again
 
 
 @dataclass(slots=True, eq=False)
@@ -79,10 +86,128 @@ class _Tenant:
     docs: dict[str, _Doc] = field(default_factory=dict)  # oldest write first
     waits: list[_Wait] = field(default_factory=list)
     per_document: bool = False  # no processing endpoint: GET each document
-    round: threading.Lock = field(default_factory=threading.Lock)
+    checking: bool = False  # Freshness._lock: a check of this tenant is in flight
+
+    def follow(self, wait: _Wait, namespace: str | None, link: SpanContext) -> None:
+        """A write's ``wait`` and its documents (under ``Freshness._lock``)."""
+        now = time.monotonic()
+        for ident in wait.remaining:
+            self.docs.pop(ident, None)  # re-written: it starts again, and goes last
+            self.docs[ident] = _Doc(ident, namespace, now, link if link.is_valid else None)
+        self.waits.append(wait)
+
+    def settled(self, statuses: dict[str, str], started: float) -> list[_Wait]:
+        """What a round begun at ``started`` found (under ``Freshness._lock``): finished
+        documents are forgotten, waits with all of theirs asked about pending are confirmed
+        from ``started``. Returns the waits that ended (and are forgotten)."""
+        ended: list[_Wait] = []
+        finished = {ident for ident, status in statuses.items() if status in FINISHED}
+        # Past settle_max, a document the API does not know (404) is gone, not pending.
+        unknown = {ident for ident, status in statuses.items() if status == "unknown"}
+        for ident in finished:
+            self.docs.pop(ident, None)
+        for wait in self.waits:
+            done = (finished | unknown) if wait.renewed else finished
+            if wait.remaining & done:
+                wait.remaining -= done
+                if not wait.remaining:
+                    ended.append(wait)
+            elif wait.remaining & statuses.keys():
+                wait.confirmed = started  # every document asked about is still pending
+        self.waits = [w for w in self.waits if w.remaining]
+        return ended
 
 
-class Freshness:
+class _Rounds:
+    """The status rounds of :class:`Freshness`: a check started beside the reads, what its
+    answer does to the tenant's waits, and the settles begun again past ``settle_max``."""
+
+    memory: WorkingMemory[Any]
+    interval: float
+    settle_max: float
+    fresh_for: float
+    ledger: Ledger
+    launcher: Launcher
+    checks: StatusChecks
+    shared: Any
+    _lock: threading.Lock
+    _tenants: dict[Hashable, _Tenant]
+    _copies: Copies
+
+    def _check(
+        self, tenant: _Tenant, waits: list[_Wait], since: float, launcher: SpanContext
+    ) -> None:
+        """A check started beside the reads (see :meth:`ahead`); never raises."""
+        token = LAUNCHED_BY.set(launcher)
+        try:
+            self._round(tenant, waits, since)
+        except Exception:  # a surprise: the check vouches for nothing, reads fetch
+            logger.debug("wm_middleware: a status check failed", exc_info=True)
+        finally:
+            LAUNCHED_BY.reset(token)
+            with self._lock:
+                tenant.checking = False
+
+    def _round(self, tenant: _Tenant, waits: list[_Wait], since: float) -> None:
+        """One status request about ``waits``' documents: end the finished, confirm the rest
+        (no answer: nothing changes, and the copies stay unvouched)."""
+        with self._lock:
+            asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
+        if not asked:
+            return
+        scopes = frozenset().union(*(wait.scopes for wait in waits))
+        fleet = _Fleet(self.shared, scopes, since, self.fresh_for)
+        try:
+            answer = _ask(self.checks, tenant, asked, fleet)
+        except Exception:  # a surprise never reaches the read: it fetches
+            logger.debug("wm_middleware: a status check failed", exc_info=True)
+            answer = None
+        if answer is None:
+            return
+        with self._lock:
+            ended = tenant.settled(*answer)
+            for wait in ended:  # every copy of its scopes was fetched before it was indexed
+                self._copies.forget((), wait.scopes, False)
+        for wait in ended:
+            wait.settle.end()  # drops the scopes here and in the shared tier
+            if self.shared is not None:
+                self.shared.end(tuple(wait.scopes))
+
+    def _renew(self) -> None:
+        """Begin again the settle of each write that reached ``settle_max`` with documents
+        still pending: its scopes keep short-lived entries until they are indexed, so the
+        pre-index answer is never cached for a whole ttl. No read may come to start a check
+        now, so the renewed settle asks for one every interval, while the ledger pays."""
+        with self._lock:
+            overdue = [(t, w) for t in self._tenants.values() for w in t.waits if _overdue(w)]
+            for tenant, wait in overdue:
+                wait.renewed = True
+                wait.settle = self.memory.settle(
+                    *wait.scopes,
+                    within=self.settle_max,
+                    until=partial(self._poll, tenant, wait),
+                    every=self.interval,
+                )
+        if self.shared is not None:
+            for _, wait in overdue:
+                self.shared.begin(tuple(wait.scopes), self.settle_max)
+
+    def _poll(self, tenant: _Tenant, wait: _Wait) -> bool:
+        """A renewed settle's condition: start a check of its write if a credit pays for it
+        (the check ends the settle if it finds the documents indexed); always "not yet"."""
+        with self._lock:
+            if tenant.checking or not self.ledger.take(self.memory.refreshing):
+                return False
+            tenant.checking = True
+        since = time.monotonic() - self.fresh_for  # a fleet's round made lately answers
+        job = partial(self._check, tenant, [wait], since, trace.INVALID_SPAN_CONTEXT)
+        if not self.launcher.start("thread", job):
+            with self._lock:
+                tenant.checking = False
+        return False
+
+
+class Freshness(_Rounds):
     """Pending writes of one runtime: their settles, and the status checks that save reads.
 
     Args:
@@ -114,6 +239,7 @@ class Freshness:
         self._lock = threading.Lock()
         self._tenants: dict[Hashable, _Tenant] = {}  # lock
         self._copies = Copies()  # lock
+        self.launcher = Launcher()  # where checks run beside the reads
         self.checks = StatusChecks(telemetry, self._pending, max(1.0, min(5.0, 2 * interval)))
         self.shared = _shared_settling(memory) if enabled else None
         # Whatever the memory drops (a write, an invalidation by hand, another process's heard
@@ -167,7 +293,7 @@ class Freshness:
         if self.shared is not None:
             self.shared.begin(scopes, self.settle_max)
         link = trace.get_current_span().get_span_context()
-        now = time.monotonic()
+        wait = _Wait(settle, frozenset(scopes), set(pending), confirmed)
         with self._lock:
             self._prune_locked()
             tenant = self._tenants.get(follow.tenant)
@@ -176,78 +302,78 @@ class Freshness:
                     follow.generation, follow.base_url.rstrip("/"), follow.via
                 )
             tenant.via = follow.via  # the latest writer's client (an older one may be closed)
-            for ident in pending:
-                tenant.docs.pop(ident, None)  # re-written: it starts again, and goes last
-                tenant.docs[ident] = _Doc(
-                    ident, follow.namespace, now, link if link.is_valid else None
-                )
-            tenant.waits.append(_Wait(settle, frozenset(scopes), set(pending), confirmed))
+            tenant.follow(wait, follow.namespace, link)
 
     # -- reads ---------------------------------------------------------------------------------
-    def served(self, scopes: tuple[Hashable, ...]) -> bool:
-        """A read was answered from memory (one credit); whether its scopes settle."""
+    def served(self, read: Read, how: Launch = None) -> bool:
+        """``read`` was answered from memory (one credit); whether its scopes settle. If they
+        do, a status check may start beside the reads (:meth:`ahead`)."""
         self.ledger.earn()
-        return self.settling(scopes)
+        if not self.settling(read.scopes):
+            return False
+        self.ahead(read, how)
+        return True
 
     def settling(self, scopes: tuple[Hashable, ...]) -> bool:
-        """Whether a read of ``scopes`` is fetched or served while they settle."""
+        """Whether a read of ``scopes`` is fetched or served while they settle (a write's
+        settle past ``settle_max`` with documents still pending is begun again first)."""
+        if self._tenants:
+            self._renew()
         if self.memory.settling(*scopes):
             return True
         shared = self.shared
         return shared is not None and shared.deadline(scopes) is not None
 
-    def cap(self, scopes: tuple[Hashable, ...]) -> float:
-        """The ttl of an entry fetched for settling ``scopes`` (3/4 of settle_interval, see
-        the module docstring), and no longer than another process's settle of them."""
-        # Stored one request after its fetch (or check) began: that request's time is taken off.
+    def cap(self, read: Read) -> float:
+        """The ttl of an entry stored for ``read`` while its scopes settle: three quarters of
+        settle_interval from when what answers it was learnt (a copy a check vouches for: from
+        that check; a fetch: from its request, whose time is taken off), no longer than another
+        process's settle of them."""
         ttl = min(max(self.fresh_for - self._took, self.fresh_for / 2), self.memory.ttl)
+        if self._copies and read.key in self._copies:
+            covering = self._covering(read)
+            if covering is not None and _vouched(covering[1], covering[2], self.fresh_for):
+                basis = min(wait.confirmed for wait in covering[1])
+                ttl = min(ttl, max(basis + self.fresh_for - time.monotonic(), 0.001))
         shared = self.shared
-        deadline = None if shared is None else shared.deadline(scopes)
+        deadline = None if shared is None else shared.deadline(read.scopes)
         if deadline is not None:
             left = deadline - time.monotonic()
             if left > 0:
                 ttl = min(ttl, left)
         return ttl
 
-    def checkable(self, read: Read) -> bool:
-        """Whether ``read``, which missed, has a copy a check could confirm (and none vouched)."""
-        covering = self._covering(read) if self._copies and read.key in self._copies else None
-        return covering is not None and not self._vouched(covering[1], covering[2])
-
-    def confirm(self, read: Read) -> bool:
-        """Before the flight of ``read``, which missed: one status check, if a credit pays for
-        it. Pending: True, the copy is confirmed (for :meth:`saving`). Indexed: the settle ends
-        before the fetch, whose answer is then cached as usual. One check at a time per tenant
-        (its ``round`` lock); none if another read's check vouches already, nor while a covering
-        write was found pending lately: the scopes settle on whatever a check finds, and the
-        copy is older than that (most often an older write is indexed by now: a loop that
-        writes every turn)."""
+    def ahead(self, read: Read, how: Launch) -> None:
+        """After ``read`` of a settling scope was answered from memory: when what answers its
+        key will not answer a read half a vouching from now (a turn later), start one status
+        check for its tenant beside the reads, paid by a credit. One in flight per tenant;
+        none under a loop nothing can run it on (``how`` None)."""
+        if how is None or not self._copies:
+            return
         covering = self._covering(read)
         if covering is None:
-            return False
+            return
         tenant, waits, saved = covering
-        with tenant.round:
-            if self._vouched(waits, saved):
-                return False  # another read's check confirmed it meanwhile (and lately)
-            lately = time.monotonic() - self.fresh_for
-            if any(wait.settle.active and wait.confirmed > lately for wait in waits):
-                return False  # the read fetches, as an uncached client does
-            if not self.ledger.take(self.memory.refreshing):
-                return False  # no credit: the read fetches, as an uncached client does
-            started = time.monotonic()
-            self._round(tenant, waits, saved)
-            self._took = time.monotonic() - started  # what the confirmed copy's life loses
-            return self._vouched(waits, saved, lately=False)
+        if _horizon(waits, saved, self.fresh_for) >= time.monotonic() + self.fresh_for / 2:
+            return  # the next read (a turn away) is answered by what answers this one
+        with self._lock:
+            if tenant.checking or not self.ledger.take(self.memory.refreshing):
+                return
+            tenant.checking = True
+        launcher = trace.get_current_span().get_span_context()
+        job = partial(self._check, tenant, waits, saved.fetched, launcher)
+        if not self.launcher.start(how, job):
+            with self._lock:
+                tenant.checking = False
 
-    def saving(
-        self, read: Read, fetch: Callable[[], Any], confirmed: bool = False
-    ) -> Callable[[], Any]:
-        """``fetch`` of a settling read: the copy a check confirmed (``confirmed``: for this
-        read; else another's, lately), else fetched and kept."""
+    def saving(self, read: Read, fetch: Callable[[], Any], how: Launch = None) -> Callable[[], Any]:
+        """``fetch`` of a settling read: the copy a check vouched for lately, else fetched
+        and kept. The copy is a read answered from memory (see :meth:`served`)."""
 
         def fetch_saved() -> Any:
-            saved = self._confirmed(read, lately=not confirmed)
+            saved = self._confirmed(read)
             if saved is not _NONE:
+                self.served(read, how)
                 return saved
             started = time.monotonic()
             value = fetch()
@@ -257,13 +383,14 @@ class Freshness:
         return fetch_saved
 
     def asaving(
-        self, read: Read, fetch: Callable[[], Awaitable[Any]], confirmed: bool = False
+        self, read: Read, fetch: Callable[[], Awaitable[Any]], how: Launch = None
     ) -> Callable[[], Awaitable[Any]]:
         """Async :meth:`saving` (its test of the copy takes no I/O: no thread is needed)."""
 
         async def fetch_saved() -> Any:
-            saved = self._confirmed(read, lately=not confirmed)
+            saved = self._confirmed(read)
             if saved is not _NONE:
+                self.served(read, how)
                 return saved
             started = time.monotonic()
             value = await fetch()
@@ -318,63 +445,21 @@ class Freshness:
             return None
         return next(iter(tenants.values())), [wait for _, wait in covering], saved
 
-    def _confirmed(self, read: Read, lately: bool = True) -> Any:
-        """The copy for ``read`` while the API's answer is what it was at its fetch (every
-        covering write's documents found pending by a check since, lately unless ``lately`` is
-        False: a pending document is in no answer yet), else :data:`_NONE`."""
+    def _confirmed(self, read: Read) -> Any:
+        """The copy for ``read`` while a check begun lately found every covering write's
+        documents pending since its fetch (a pending document is in no answer yet), else
+        :data:`_NONE`. A check that got no answer vouches for nothing."""
         covering = self._covering(read)
         if covering is None:
             return _NONE
         _, waits, saved = covering
-        return saved.value if self._vouched(waits, saved, lately) else _NONE
-
-    def _vouched(self, waits: list[_Wait], saved: Copy, lately: bool = True) -> bool:
-        """Whether every wait was confirmed since ``saved``'s fetch (``lately``: in fresh_for)."""
-        since = time.monotonic() - self.fresh_for if lately else -math.inf
-        return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
-
-    # -- one status round ----------------------------------------------------------------------
-    def _round(self, tenant: _Tenant, waits: list[_Wait], saved: Copy) -> None:
-        """One status request about ``waits``' documents: end the finished, confirm the rest."""
-        with self._lock:
-            asked = [tenant.docs[i] for i in tenant.docs if any(i in w.remaining for w in waits)]
-        if not asked:
-            return
-        scopes = frozenset().union(*(wait.scopes for wait in waits))
-        fleet = _Fleet(self.shared, scopes, saved.fetched, self.fresh_for)
-        try:
-            answer = _ask(self.checks, tenant, asked, fleet)
-        except Exception:  # a surprise never reaches the read: it fetches
-            logger.debug("wm_middleware: a status check failed", exc_info=True)
-            answer = None
-        if answer is None:
-            return
-        statuses, started = answer
-        ended: list[_Wait] = []
-        finished = {ident for ident, status in statuses.items() if status in FINISHED}
-        with self._lock:
-            for ident in finished:
-                tenant.docs.pop(ident, None)
-            for wait in tenant.waits:
-                if wait.remaining & finished:
-                    wait.remaining -= finished
-                    if not wait.remaining:
-                        ended.append(wait)
-                elif wait.remaining & statuses.keys():
-                    wait.confirmed = started  # every document asked about is still pending
-            tenant.waits = [w for w in tenant.waits if w.remaining]
-            for wait in ended:  # every copy of its scopes was fetched before it was indexed
-                self._copies.forget((), wait.scopes, False)
-        for wait in ended:
-            wait.settle.end()  # drops the scopes here and in the shared tier
-            if self.shared is not None:
-                self.shared.end(tuple(wait.scopes))
+        return saved.value if _vouched(waits, saved, self.fresh_for) else _NONE
 
     def _prune_locked(self) -> None:
-        """Forget waits whose settle ended (deadline, or by hand), documents nobody waits for,
-        and copies of scopes that settle no more."""
+        """Forget waits whose settle ended (by a check, or by hand; at the deadline only with
+        nothing pending), documents nobody waits for, and copies of scopes that settle no more."""
         for key, tenant in list(self._tenants.items()):
-            tenant.waits = [w for w in tenant.waits if w.settle.active]
+            tenant.waits = [w for w in tenant.waits if w.settle.active or _overdue(w)]
             wanted = set().union(*(w.remaining for w in tenant.waits))
             for ident in [i for i in tenant.docs if i not in wanted]:
                 del tenant.docs[ident]
@@ -382,6 +467,26 @@ class Freshness:
                 del self._tenants[key]
         if self._copies and not self._tenants:
             self._copies.clear()
+
+
+def _vouched(waits: list[_Wait], saved: Copy, seconds: float) -> bool:
+    """Whether every wait was found pending since ``saved``'s fetch, and within ``seconds``."""
+    since = time.monotonic() - seconds
+    return all(wait.settle.active and saved.fetched <= wait.confirmed > since for wait in waits)
+
+
+def _horizon(waits: list[_Wait], saved: Copy, seconds: float) -> float:
+    """Until when (monotonic) reads of ``saved``'s key are answered without a request: its
+    entry's life (``seconds``), or that long after the checks that vouch for it began."""
+    vouched = -math.inf
+    if all(wait.settle.active and wait.confirmed >= saved.fetched for wait in waits):
+        vouched = min(wait.confirmed for wait in waits)
+    return max(saved.fetched, vouched) + seconds
+
+
+def _overdue(wait: _Wait) -> bool:
+    """Whether ``wait``'s settle reached its deadline with documents still pending."""
+    return wait.settle.reason == "deadline" and bool(wait.remaining)
 
 
 class _Fleet:

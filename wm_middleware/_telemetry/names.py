@@ -68,6 +68,11 @@ NEAR_QUERY: Final = "wm.cache.near.query"  # the candidate's query: content capt
 STATUS_CHECK: Final = "wm.freshness.status_check"  # the span of one status request
 HTTP_STATUS_CODE: Final = "http.response.status_code"
 WRITE_LINK: Final = "pending_write"  # wm.link on a status check's link to the write it follows
+LAUNCHER_LINK: Final = "launched_by"  # wm.link on a status check's link to the read's context
+# Where a read's time went when it waited on anything but a request of its own.
+WAIT_ON: Final = "wm.wait.on"  # flight | shared, on a read that made no request of its own
+WAIT_FLIGHT: Final = "flight"  # it joined another caller's fetch and waited for it
+WAIT_SHARED: Final = "shared"  # the shared tier answered it (a Redis round trip, or a flight there)
 
 # -- attribute names: OpenInference (opt-in) ----------------------------------------------------
 OI_SPAN_KIND: Final = "openinference.span.kind"

@@ -231,6 +231,10 @@ class ReadObservation:
                 found = theirs.get_span_context()
                 if found.is_valid:
                     span.add_link(found, {names.LINK_KIND: names.COALESCED_INTO})
+        if outcome != "miss" and span.is_recording():  # its time went into someone else's work
+            waited = names.WAIT_SHARED if tier == "shared" else names.WAIT_FLIGHT
+            if outcome == "coalesced" or tier == "shared":
+                span.set_attribute(names.WAIT_ON, waited)
         self._finish_span(span, outcome, value, None if outcome == "miss" else tier)
         self._record(outcome)
 
