@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import KW_ONLY, dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 if TYPE_CHECKING:
     from ._core import SharedCodec
 
-__all__ = ["Follow", "Read", "Write", "documents_named", "field_of"]
+__all__ = ["Follow", "Read", "Via", "Write", "documents_named", "field_of"]
 
 
 def _same(value: Any) -> Any:
@@ -78,17 +78,40 @@ def documents_named(answer: Any) -> list[tuple[str, str]]:
     return found
 
 
+class Via(Protocol):
+    """The client that made a write, as the status requests that follow it go through it: its
+    own transport (proxy, TLS, resolver), headers and event hooks, never retried. Held weakly:
+    once the client is closed or collected, no request is made (:attr:`alive` is false)."""
+
+    asynchronous: bool  # an async client: :meth:`aget` on the caller's loop, not :meth:`get`
+    timeout: object  # the write's timeout (per call, else the client's): seconds or httpx's
+
+    @property
+    def alive(self) -> bool:
+        """The client is still open (and not collected)."""
+
+    def get(self, path: str, params: Mapping[str, str], within: float) -> Any:
+        """GET ``path`` below the write's base URL within ``within`` seconds: the
+        ``httpx.Response``, whatever its status; raises when none came (a timeout, no
+        connection, the client gone). For an async client, from a worker thread of its loop."""
+
+    async def aget(self, path: str, params: Mapping[str, str], within: float) -> Any:
+        """:meth:`get` of an async client, on its loop."""
+
+
 @dataclass(frozen=True, slots=True)
 class Follow:
     """How to follow a write's documents: built by the adapter that saw the write.
 
-    ``headers`` are the client's own (credentials included); they are kept in this process only,
-    to make the status requests, and never logged, traced or stored elsewhere.
+    ``headers`` are the client's own (credentials included): with the generation and the base
+    URL they name the tenant. They are kept in this process only and never logged, traced or
+    stored elsewhere. ``via`` is the client the status requests go through.
     """
 
     generation: Literal[3, 5]
     base_url: str
     headers: tuple[tuple[str, str], ...] = field(repr=False)
+    via: Via = field(repr=False, compare=False)
     namespace: str | None = None
     documents: Callable[[Any], list[tuple[str, str]]] = documents_named
 

@@ -51,16 +51,28 @@ _enabled_check: Callable[[], bool] | None = None
 def is_instrumentation_enabled() -> bool:
     """False inside OpenTelemetry's ``suppress_instrumentation()``.
 
-    OpenTelemetry's own check, imported at the first call: importing
-    ``opentelemetry.instrumentation`` loads the propagators' entry points, which would cost an
-    application's start-up tens of milliseconds.
+    The test ``opentelemetry.instrumentation.utils.is_instrumentation_enabled`` makes, on the
+    context key every instrumentation shares (kept in ``opentelemetry.context``), and its
+    older plain spelling. Not that function itself: importing ``opentelemetry.instrumentation``
+    loads the propagators' entry points, which cost the first patched call 5 to 10 ms.
     """
     global _enabled_check
     if _enabled_check is None:
-        from opentelemetry.instrumentation.utils import is_instrumentation_enabled as check
+        from opentelemetry import context
+
+        key = getattr(context, "_SUPPRESS_INSTRUMENTATION_KEY", None)
+        if key is None:  # an API that moved it: its own check
+            from opentelemetry.instrumentation.utils import is_instrumentation_enabled as check
+        else:
+
+            def check() -> bool:
+                return not (context.get_value(key) or context.get_value(_PLAIN_SUPPRESS))
 
         _enabled_check = check
     return _enabled_check()
+
+
+_PLAIN_SUPPRESS: Final = "suppress_instrumentation"  # what older instrumentations set
 
 
 def handled_outside() -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import typing
+from datetime import timedelta
 from typing import Any
 
 import httpx
@@ -193,6 +194,24 @@ class TestV3:
         assert sdk.documents.list_processing().total_count == 0
         with pytest.raises(supermemory.NotFoundError):
             sdk.documents.get(added.id)
+
+    def test_the_processing_list_views_follow_the_api(self, server: EmulatorServer) -> None:
+        sdk = client(server)
+        fresh = sdk.add(content=FACT, container_tag=TAG)
+        stale = sdk.add(content="User owns a green kayak", container_tag=TAG)
+        aged = server.store.get_document(KEY, stale.id)
+        assert aged is not None
+        aged.updated_at -= timedelta(hours=5)  # pending, not updated for 5 hours
+        active = sdk.documents.list_processing()
+        assert [d.id for d in active.documents] == [fresh.id]
+        assert active.total_count == 1
+        pending = sdk.documents.list_processing(view="pending")
+        assert {d.id: d.stuck for d in pending.documents} == {fresh.id: False, stale.id: True}
+        assert pending.pagination is None
+        first = sdk.documents.list_processing(view="all", limit=1, page=1)
+        assert first.pagination is not None
+        assert first.pagination.total_pages == 2
+        assert len(first.documents) == 1
 
     def test_batch_and_file_uploads_are_indexed_too(self, server: EmulatorServer) -> None:
         sdk = client(server)

@@ -5,7 +5,9 @@ Imported with the first adapter, not by ``instrument()``: it needs the runtime's
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable
+import weakref
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -13,7 +15,7 @@ from .._api.routes import Match, attempted, creates_only, record_id_of
 from .._calls import Follow, Read, Write
 from .._runtime import Runtime
 
-__all__ = ["Bypass", "memo_key_of", "remember", "run", "timeout_key", "write_of"]
+__all__ = ["Bypass", "ClientVia", "memo_key_of", "remember", "run", "timeout_key", "write_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,7 +32,7 @@ def write_of(
     scopes: tuple[Hashable, ...],
     server: tuple[str, int | None],
     body: object,
-    follow: Callable[[], Follow],
+    follow: Callable[[], Follow | None],
     operation: str | None = None,
 ) -> Write:
     """The :class:`Write` of a call ``found`` at a write route: the row states its facts.
@@ -51,6 +53,81 @@ def write_of(
         follow=None if route.deletes else follow(),
         creates=creates_only(found, body),
     )
+
+
+class ClientVia(ABC):
+    """A :class:`~wm_middleware._calls.Via`: the writing client, held weakly; each adapter says
+    how a GET goes through its kind of client (:meth:`_send`, :meth:`_asend`) and when it is
+    closed (:meth:`_open`). An async client's asyncio loop is the one its write ran on (held
+    weakly too): a thread that is not one of anyio's asks that loop to make the request."""
+
+    __slots__ = ("__weakref__", "_client", "_loop", "asynchronous", "timeout")
+
+    def __init__(self, client: object, asynchronous: bool, timeout: object) -> None:
+        self._client = weakref.ref(client)
+        self.asynchronous = asynchronous
+        self.timeout = timeout
+        loop = _running_loop() if asynchronous else None
+        self._loop = None if loop is None else weakref.ref(loop)
+
+    @property
+    def alive(self) -> bool:
+        client = self._client()
+        return client is not None and self._open(client)
+
+    def get(self, path: str, params: Mapping[str, str], within: float) -> Any:
+        if not self.asynchronous:
+            return self._send(self._live(), path, params, within)
+        import anyio.from_thread
+
+        try:  # a worker thread of anyio's (asyncio or trio): its loop makes the request
+            return anyio.from_thread.run(self.aget, path, params, within)
+        except getattr(anyio, "NoEventLoopError", RuntimeError):  # anyio 3: a RuntimeError
+            pass
+        loop = None if self._loop is None else self._loop()
+        if loop is None or not loop.is_running() or loop is _running_loop():
+            raise LookupError("no loop to make an async client's request on") from None
+        import asyncio
+
+        made = asyncio.run_coroutine_threadsafe(self.aget(path, params, within), loop)
+        try:  # the request's own timeout bounds it; the margin is for a busy loop
+            return made.result(within + _LOOP_MARGIN)
+        except TimeoutError:
+            made.cancel()
+            raise
+
+    async def aget(self, path: str, params: Mapping[str, str], within: float) -> Any:
+        return await self._asend(self._live(), path, params, within)
+
+    def _live(self) -> Any:
+        client = self._client()
+        if client is None or not self._open(client):
+            raise LookupError("the client that made the write is closed or gone")
+        return client
+
+    @abstractmethod
+    def _open(self, client: Any) -> bool: ...
+
+    @abstractmethod
+    def _send(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any: ...
+
+    @abstractmethod
+    async def _asend(
+        self, client: Any, path: str, params: Mapping[str, str], within: float
+    ) -> Any: ...
+
+
+_LOOP_MARGIN: Final = 1.0  # seconds a thread waits beyond a request's timeout for its loop
+
+
+def _running_loop() -> Any:
+    """The asyncio loop running in this thread, or ``None``."""
+    import asyncio
+
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
 
 
 def timeout_key(timeout: object) -> Hashable:

@@ -39,7 +39,7 @@ cached and traced once.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache, partial
@@ -54,7 +54,7 @@ from .._core import SharedCodec, WorkingMemory
 from .._runtime import Runtime, handled_outside
 from .._telemetry import Telemetry
 from . import Patch
-from .calls import Bypass, run, write_of
+from .calls import Bypass, ClientVia, run, write_of
 
 __all__ = [
     "AsyncCachingTransport",
@@ -69,6 +69,10 @@ _Inner = TypeVar("_Inner", httpx.BaseTransport, httpx.AsyncBaseTransport)
 
 
 # -- describing a request ----------------------------------------------------------------------
+ViaOf = Callable[[str, dict[str, str], object], ClientVia]
+"""What a write's status requests go through, given its base URL, credentials and timeout."""
+
+
 @dataclass(frozen=True, slots=True)
 class _ReadSpec:
     route: Route
@@ -109,8 +113,11 @@ def _credentials(headers: httpx.Headers) -> str | None:
     return api_key
 
 
-def describe(request: httpx.Request) -> _ReadSpec | Write | None:
-    """What ``request`` is to the working memory: a cacheable read, a write, or neither."""
+def describe(request: httpx.Request, via: ViaOf | None = None) -> _ReadSpec | Write | None:
+    """What ``request`` is to the working memory: a cacheable read, a write, or neither.
+
+    ``via``: what a write's status requests go through (default: the transport that sends).
+    """
     method = request.method
     if method not in _WRITE_METHODS:
         return None
@@ -133,7 +140,7 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
             scopes,
             server,
             body,
-            lambda: _follow(route.generation, route.template, request, origin),
+            lambda: _follow(route.generation, route.template, request, origin, via),
         )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
@@ -147,9 +154,14 @@ def describe(request: httpx.Request) -> _ReadSpec | Write | None:
 
 
 def _follow(
-    generation: Literal[3, 5], template: str, request: httpx.Request, origin: str
-) -> Follow:
-    """How to ask about a write's documents: the API root in front of the route, the key."""
+    generation: Literal[3, 5],
+    template: str,
+    request: httpx.Request,
+    origin: str,
+    via: ViaOf | None,
+) -> Follow | None:
+    """How to ask about a write's documents: the API root in front of the route, the key, and
+    the client or transport the write went through (none: the write is not followed)."""
     parts = request.url.path.strip("/").split("/")
     root = "/".join(parts[: len(parts) - len(template.strip("/").split("/"))])
     headers = tuple(
@@ -161,7 +173,86 @@ def _follow(
     if generation == 5:
         found = find_in(request.method, request.url.path)
         namespace = None if found is None else found.namespace
-    return Follow(generation, f"{origin}/{root}" if root else origin, headers, namespace)
+    base_url = f"{origin}/{root}" if root else origin
+    if via is None:
+        return None
+    sender = via(base_url, dict(headers), request.extensions.get("timeout"))
+    return Follow(generation, base_url, headers, sender, namespace)
+
+
+class _ViaHttpx(ClientVia):
+    """Status requests as the write went: through the caller's ``httpx`` client (its auth,
+    event hooks, transport) or through the transport a :class:`CachingTransport` wraps (where
+    httpx keeps proxy, TLS and resolver), with the write's credentials."""
+
+    __slots__ = ("base_url", "headers")
+
+    def __init__(
+        self,
+        client: object,
+        asynchronous: bool,
+        base_url: str,
+        headers: dict[str, str],
+        timeout: object,
+    ) -> None:
+        super().__init__(client, asynchronous, timeout)
+        self.base_url, self.headers = base_url, headers
+
+    def _request(self, path: str, params: Mapping[str, str], within: float) -> httpx.Request:
+        return httpx.Request(
+            "GET",
+            self.base_url + path,
+            params=dict(params),
+            headers=self.headers,
+            extensions={"timeout": httpx.Timeout(within).as_dict()},
+        )
+
+
+class _ViaClient(_ViaHttpx):
+    """Through an ``httpx.Client`` / ``AsyncClient`` (the ``send`` patches)."""
+
+    __slots__ = ()
+
+    def _open(self, client: Any) -> bool:
+        return not client.is_closed
+
+    def _send(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        url = self.base_url + path
+        return client.send(
+            client.build_request("GET", url, params=params, headers=self.headers, timeout=within)
+        )
+
+    async def _asend(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        url = self.base_url + path
+        return await client.send(
+            client.build_request("GET", url, params=params, headers=self.headers, timeout=within)
+        )
+
+
+class _ViaTransport(_ViaHttpx):
+    """Through the transport a caching transport wraps."""
+
+    __slots__ = ()
+
+    def _open(self, client: Any) -> bool:
+        return True  # a transport says nothing of being closed: a closed one raises
+
+    def _send(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        response = client._transport.handle_request(self._request(path, params, within))
+        try:
+            response.read()
+        finally:
+            response.close()
+        return response
+
+    async def _asend(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        sent = self._request(path, params, within)
+        response = await client._transport.handle_async_request(sent)
+        try:
+            await response.aread()
+        finally:
+            await response.aclose()
+        return response
 
 
 def _read(response: httpx.Response) -> httpx.Response:
@@ -352,12 +443,12 @@ def _read_of(spec: _ReadSpec, request: httpx.Request, replay: Replay) -> Read:
 
 
 # -- the shared call path ----------------------------------------------------------------------
-def _decide(request: httpx.Request) -> _ReadSpec | Write | None:
+def _decide(request: httpx.Request, via: ViaOf) -> _ReadSpec | Write | None:
     """What to do with ``request`` here: ``None`` sends it untouched (also on our own errors)."""
     if handled_outside():
         return None  # an outer layer (an SDK adapter) handles this call
     try:
-        return describe(request)
+        return describe(request, via)
     except Exception:  # never fail a request for our own reasons
         return None
 
@@ -368,8 +459,9 @@ def _handle(
     send: Callable[[], httpx.Response],
     fetch: Callable[[], _Stored],
     replay: Replay,
+    via: ViaOf,
 ) -> httpx.Response:
-    call = _decide(request)
+    call = _decide(request, via)
     if call is None:
         return send()
     if isinstance(call, Write):
@@ -387,8 +479,9 @@ async def _ahandle(
     send: Callable[[], Awaitable[httpx.Response]],
     fetch: Callable[[], Awaitable[_Stored]],
     replay: Replay,
+    via: ViaOf,
 ) -> httpx.Response:
-    call = _decide(request)
+    call = _decide(request, via)
     if call is None:
         return await send()
     if isinstance(call, Write):
@@ -446,7 +539,8 @@ class CachingTransport(_Caching[httpx.BaseTransport], httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         send = partial(self._transport.handle_request, request)
-        return _handle(self._runtime, request, send, _fetched(send), _replay)
+        via = partial(_ViaTransport, self, False)
+        return _handle(self._runtime, request, send, _fetched(send), _replay, via)
 
     def close(self) -> None:
         self._transport.close()
@@ -459,7 +553,8 @@ class AsyncCachingTransport(_Caching[httpx.AsyncBaseTransport], httpx.AsyncBaseT
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         send = partial(self._transport.handle_async_request, request)
-        return await _ahandle(self._runtime, request, send, _afetched(send), _replay)
+        via = partial(_ViaTransport, self, True)
+        return await _ahandle(self._runtime, request, send, _afetched(send), _replay, via)
 
     async def aclose(self) -> None:
         await self._transport.aclose()
@@ -513,7 +608,8 @@ def _send(runtime: Callable[[], Runtime], is_async: bool) -> Any:
             return send()
         if streamed is not None:
             return run(runtime(), streamed, send, is_async)
-        return handle(runtime(), request, send, fetched(send), _replay_sent)
+        via = partial(_ViaClient, instance, is_async)
+        return handle(runtime(), request, send, fetched(send), _replay_sent, via)
 
     return wrapper
 

@@ -29,7 +29,7 @@ import pickle
 import weakref
 from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import TYPE_CHECKING, Any, Final
 
 from .._api.routes import (
@@ -46,7 +46,7 @@ from .._calls import Follow, Read, Write
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, memo_key_of, remember, run, timeout_key, write_of
+from .calls import Bypass, ClientVia, memo_key_of, remember, run, timeout_key, write_of
 
 if TYPE_CHECKING:
     from . import Wrapper
@@ -254,7 +254,7 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
     )
     body = _body_of(options)
     if found.route.kind == "write":
-        return _write(found, operation, client, body, instance)  # a raw write is still a write
+        return _write(found, operation, client, body, instance, options)  # a raw one too
     if not _cacheable(cast_to, options, kwargs):
         return Bypass(operation, client.server, query_of(found, body))
     read = _read(found, operation, client, cast_to, options, body)
@@ -264,12 +264,18 @@ def _describe(instance: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> A
 
 
 def _write(
-    found: Match, operation: str, client: _Client, body: dict[str, Any], instance: Any
+    found: Match,
+    operation: str,
+    client: _Client,
+    body: dict[str, Any],
+    instance: Any,
+    options: Any,
 ) -> Write | None:
     scopes = written(found, client.tenant, body)
     if scopes is None:
         return None
-    return write_of(found, scopes, client.server, body, lambda: _follow(instance), operation)
+    follow = partial(_follow, instance, options)
+    return write_of(found, scopes, client.server, body, follow, operation)
 
 
 def _cacheable(cast_to: Any, options: Any, kwargs: Mapping[str, Any]) -> bool:
@@ -327,10 +333,46 @@ def _read(
     )
 
 
-def _follow(instance: Any) -> Follow:
-    """How the freshness runtime asks about this client's documents: its URL and headers."""
+def _follow(instance: Any, options: Any) -> Follow:
+    """How the freshness runtime asks about this client's documents: through the client, within
+    the write's timeout; the client's URL and headers name the tenant."""
     headers = tuple((k, v) for k, v in instance.default_headers.items() if isinstance(v, str))
-    return Follow(3, str(instance.base_url), headers)
+    timeout = options.timeout if _given_timeout(options.timeout) else instance.timeout
+    from supermemory._base_client import AsyncAPIClient
+
+    via = _Via(instance, isinstance(instance, AsyncAPIClient), timeout)
+    return Follow(3, str(instance.base_url), headers, via)
+
+
+class _Via(ClientVia):
+    """A status request as a request of the client's own (``client.get``, the SDK's documented
+    way to call an endpoint it has no method for): its ``http_client``, auth and default
+    headers, no retry. An error status is answered as the response it carries."""
+
+    __slots__ = ()
+
+    def _open(self, client: Any) -> bool:
+        return not client.is_closed()
+
+    def _send(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        import httpx
+        from supermemory import APIStatusError
+
+        options = {"params": dict(params), "timeout": within, "max_retries": 0}
+        try:
+            return client.get(path, cast_to=httpx.Response, options=options)
+        except APIStatusError as error:
+            return error.response
+
+    async def _asend(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        import httpx
+        from supermemory import APIStatusError
+
+        options = {"params": dict(params), "timeout": within, "max_retries": 0}
+        try:
+            return await client.get(path, cast_to=httpx.Response, options=options)
+        except APIStatusError as error:
+            return error.response
 
 
 _NOT_GIVEN_TYPES: tuple[type, ...] | None = None

@@ -50,7 +50,7 @@ from .._calls import Follow, Read
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
 from . import Patch
-from .calls import Bypass, memo_key_of, remember, run, timeout_key, write_of
+from .calls import Bypass, ClientVia, memo_key_of, remember, run, timeout_key, write_of
 
 __all__ = ["patches", "wrap"]
 
@@ -464,13 +464,65 @@ def _classify(instance: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -
         return None  # a preview (dry run): it reads, and must neither be cached nor invalidate
 
     def follow() -> Follow:
-        headers = {**instance.base_headers(), **(kwargs.get("headers") or {})}
         options = kwargs.get("request_options") or {}
-        headers.update(options.get("additional_headers") or {})
+        extra = dict(options.get("additional_headers") or {})
+        headers = {**instance.base_headers(), **(kwargs.get("headers") or {}), **extra}
         pairs = tuple((str(k), v) for k, v in headers.items() if isinstance(v, str))
-        return Follow(5, base_url, pairs, namespace=found.namespace)
+        via = _Via(instance, _is_async(instance), _timeout_of(instance, options), base_url, extra)
+        return Follow(5, base_url, pairs, via, namespace=found.namespace)
 
     return write_of(found, scopes, server_of(base_url), body, follow)
+
+
+def _is_async(http: Any) -> bool:
+    from supermemory.core.http_client import AsyncHttpClient
+
+    return isinstance(http, AsyncHttpClient)
+
+
+def _timeout_of(http: Any, options: Mapping[str, Any]) -> object:
+    """A call's timeout as ``HttpClient.request`` picks it: the call's, the client's, httpx's."""
+    for found in (options.get("timeout"), options.get("timeout_in_seconds"), http.base_timeout()):
+        if found is not None:
+            return found
+    return http.httpx_client.timeout
+
+
+class _Via(ClientVia):
+    """A status request through the SDK's own ``HttpClient`` (its httpx client, base headers,
+    the write's extra headers), with no retry; it answers any status as a response."""
+
+    __slots__ = ("base_url", "headers")
+
+    def __init__(
+        self,
+        http: Any,
+        asynchronous: bool,
+        timeout: object,
+        base_url: str,
+        headers: dict[str, Any],
+    ) -> None:
+        super().__init__(http, asynchronous, timeout)
+        self.base_url = base_url
+        self.headers = headers
+
+    def _open(self, client: Any) -> bool:
+        return not client.httpx_client.is_closed
+
+    def _options(self, within: float) -> dict[str, Any]:
+        return {"timeout": within, "max_retries": 0, "additional_headers": self.headers}
+
+    def _send(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        options = self._options(within)
+        return client.request(
+            path, method="GET", base_url=self.base_url, params=dict(params), request_options=options
+        )
+
+    async def _asend(self, client: Any, path: str, params: Mapping[str, str], within: float) -> Any:
+        options = self._options(within)
+        return await client.request(
+            path, method="GET", base_url=self.base_url, params=dict(params), request_options=options
+        )
 
 
 def _transport_wrapper(runtime: Callable[[], Runtime], is_async: bool) -> Callable[..., Any]:

@@ -336,19 +336,53 @@ QUIET_METHODS: Final = frozenset({"GET", "HEAD", "OPTIONS"})
 """Methods that never change anything: unknown ones pass through."""
 
 
-def compile_template(template: str) -> re.Pattern[str]:
-    """The regular expression of a path template: ``{name}`` matches one segment as ``name``."""
-    return re.compile(re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template))
+@dataclass(frozen=True, slots=True)
+class PathTemplate:
+    """A path template matched segment by segment: ``{name}`` takes one whole, non-empty
+    segment as ``name``, every other segment is literal. No regular expression: compiling one
+    per route cost the first patched call ~10 ms."""
+
+    parts: tuple[str, ...]
+
+    def fullmatch(self, path: str) -> TemplateMatch | None:
+        """The segments ``path`` gives the template's names, or ``None`` if it is not one."""
+        segments = path.split("/")
+        if len(segments) != len(self.parts):
+            return None
+        named: dict[str, str] = {}
+        for part, segment in zip(self.parts, segments, strict=True):
+            if part.startswith("{"):
+                if not segment:
+                    return None
+                named[part[1:-1]] = segment
+            elif part != segment:
+                return None
+        return TemplateMatch(named)
+
+
+@dataclass(frozen=True, slots=True)
+class TemplateMatch:
+    """What :meth:`PathTemplate.fullmatch` found: each name's segment, as in the path."""
+
+    named: dict[str, str]
+
+    def groupdict(self) -> dict[str, str]:
+        return dict(self.named)
+
+
+def compile_template(template: str) -> PathTemplate:
+    """The matcher of a path template: ``{name}`` matches one segment as ``name``."""
+    return PathTemplate(tuple(template.split("/")))
 
 
 @cache
-def _by_method() -> dict[str, list[tuple[re.Pattern[str], Route]]]:
-    """The routes of each method, most specific first, their templates compiled.
+def _by_method() -> dict[str, list[tuple[PathTemplate, Route]]]:
+    """The routes of each method, most specific first, their templates split.
 
-    Made by the first :func:`find`, not on import: compiling them is most of this module's
+    Made by the first :func:`find`, not on import: the sorting is most of this module's
     import, which ``instrument()`` pays when the application imported the SDK first.
     """
-    by_method: dict[str, list[tuple[re.Pattern[str], Route]]] = {}
+    by_method: dict[str, list[tuple[PathTemplate, Route]]] = {}
     for row in sorted(ROUTES, key=lambda row: -row.specificity):
         by_method.setdefault(row.method, []).append((compile_template(row.template), row))
     return by_method

@@ -10,10 +10,11 @@ request, so the HTTP span of an instrumented httpx is its child.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import threading
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,7 +25,6 @@ from opentelemetry.metrics import CallbackOptions, NoOpMeter, Observation
 from opentelemetry.trace import SpanContext, SpanKind, StatusCode
 
 from .._api.routes import route_named
-from .._core.forks import reset_in_child
 from .._telemetry.names import (
     CHECK_OUTCOME,
     ERROR_TYPE,
@@ -42,8 +42,7 @@ from .._telemetry.names import (
 from .._telemetry.spans import GuardedSpan, current, failed, start
 
 if TYPE_CHECKING:
-    import httpx
-
+    from .._calls import Via
     from .._telemetry import Telemetry
 
 __all__ = ["LAUNCHED_BY", "NOT_FOUND", "StatusChecks"]
@@ -53,6 +52,7 @@ logger = logging.getLogger("wm_middleware._freshness")
 NOT_FOUND: Final = object()
 """What :meth:`StatusChecks.get` returns for a 404."""
 
+_NO_PARAMS: Final[Mapping[str, str]] = {}
 LAUNCHED_BY: ContextVar[SpanContext | None] = ContextVar("wm_middleware_launched_by", default=None)
 """The span current when a read started the check being made (its span links to it)."""
 
@@ -67,66 +67,76 @@ def document_path(generation: int, document: str, namespace: str | None) -> str:
 
 
 class StatusChecks:
-    """The status requests of one runtime: its httpx client, spans and counter.
+    """The status requests of one runtime: made through the writing client, traced, counted.
+
+    A request goes through the client that made the write (a :class:`Via`: its transport,
+    proxy, TLS, headers and event hooks), is never retried, and gives up within the write's
+    timeout (its own, else its client's) and within ``timeout``: a check that takes longer
+    than a settle interval or two answers too late to save a read.
 
     Args:
         telemetry: where checks are traced and counted.
         pending: how many documents wait now (the ``wm.freshness.pending`` gauge reads it).
-        timeout: each request's timeout, seconds.
+        timeout: the longest any request may take, seconds.
     """
 
     def __init__(self, telemetry: Telemetry, pending: Callable[[], int], timeout: float) -> None:
         self._telemetry = telemetry
         self._timeout = timeout
-        self._client: httpx.Client | None = None  # lock; made at the first request
-        self._lock = threading.Lock()
         self._counter = _guarded_counter(telemetry, pending)
-        reset_in_child(self)
-
-    def _after_fork(self) -> None:
-        """In a forked child (see ``_core/forks.py``): a new lock, and no client: the parent's
-        connections stay the parent's (forgotten here, not closed: closing would talk on them)."""
-        self._lock = threading.Lock()
-        self._client = None
 
     def get(
         self,
+        via: Via,
         base_url: str,
-        headers: dict[str, str],
         path: str,
         operation: str,
         links: Iterable[SpanContext] = (),
+        params: Mapping[str, str] = _NO_PARAMS,
     ) -> Any:
-        """GET ``base_url + path``: its JSON, :data:`NOT_FOUND` on a 404, ``None`` on any
-        failure (an error status, a timeout, no connection, not JSON)."""
+        """GET ``path`` below ``base_url`` through ``via``: its JSON, :data:`NOT_FOUND` on a
+        404, ``None`` on any failure (an error status, a timeout, no connection, not JSON) and
+        when the client is closed or gone (then no request is made, nothing is counted).
+
+        For an async client, call it from a worker thread of the client's loop, or :meth:`aget`.
+        """
+        if not via.alive:
+            return None
         with self._observed(operation, base_url, links) as (span, observe):
             try:
                 with current(span):
-                    response = self._http().get(base_url + path, headers=headers)
+                    response = via.get(path, params, self.timeout_of(via))
             except Exception as error:
                 observe("error", error=type(error).__qualname__)
                 return None
-            if response.status_code == 404:
-                observe("not_found", status=404)
-                return NOT_FOUND
-            if not response.is_success:
-                observe("error", status=response.status_code, error=str(response.status_code))
-                return None
+            return _answer(response, observe)
+
+    async def aget(
+        self,
+        via: Via,
+        base_url: str,
+        path: str,
+        operation: str,
+        links: Iterable[SpanContext] = (),
+        params: Mapping[str, str] = _NO_PARAMS,
+    ) -> Any:
+        """:meth:`get` through an async client, on its loop: no thread waits for it."""
+        if not via.alive:
+            return None
+        with self._observed(operation, base_url, links) as (span, observe):
             try:
-                data = response.json()
-            except ValueError as error:
-                observe("error", status=response.status_code, error=type(error).__qualname__)
+                with current(span):
+                    response = await via.aget(path, params, self.timeout_of(via))
+            except Exception as error:
+                observe("error", error=type(error).__qualname__)
                 return None
-            observe("ok", status=response.status_code)
-            return data
+            return _answer(response, observe)
 
-    def _http(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                import httpx
-
-                self._client = httpx.Client(timeout=self._timeout)
-            return self._client
+    def timeout_of(self, via: Via) -> float:
+        """The seconds a request through ``via`` may take: its write's timeout (the shortest of
+        its parts, for an ``httpx.Timeout``), at most this runtime's ``timeout``."""
+        seconds = _seconds(via.timeout)
+        return self._timeout if seconds is None else min(seconds, self._timeout)
 
     @contextmanager
     def _observed(
@@ -159,6 +169,41 @@ class StatusChecks:
             yield span, observe
         finally:
             span.end()
+
+
+def _answer(response: Any, observe: Callable[..., None]) -> Any:
+    """What a status response says (see :meth:`StatusChecks.get`), counted as it says it."""
+    status = response.status_code
+    if status == 404:
+        observe("not_found", status=404)
+        return NOT_FOUND
+    if not 200 <= status < 300:
+        observe("error", status=status, error=str(status))
+        return None
+    try:
+        data = response.json()
+    except ValueError as error:
+        observe("error", status=status, error=type(error).__qualname__)
+        return None
+    observe("ok", status=status)
+    return data
+
+
+def _seconds(timeout: object) -> float | None:
+    """A timeout in seconds, ``None`` for none: a number, or the shortest part of an
+    ``httpx.Timeout`` (or of its dict, as a request's extensions carry it)."""
+    if isinstance(timeout, Mapping):
+        parts = list(timeout.values())
+    elif isinstance(timeout, int | float):
+        parts = [timeout]
+    else:
+        parts = [getattr(timeout, name, None) for name in ("connect", "read", "write", "pool")]
+    found = [
+        float(part)
+        for part in parts
+        if isinstance(part, int | float) and not isinstance(part, bool) and 0 < part < math.inf
+    ]
+    return min(found) if found else None
 
 
 def _set_error(span: GuardedSpan) -> None:

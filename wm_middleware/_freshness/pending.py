@@ -34,7 +34,7 @@ from .documents import FINISHED, Follow, field_of, status_of
 from .ledger import Ledger
 
 if TYPE_CHECKING:
-    from .._calls import Read, Write
+    from .._calls import Read, Via, Write
     from .._core import WorkingMemory
     from .._telemetry import Telemetry
 
@@ -83,7 +83,7 @@ class _Wait:
 class _Tenant:
     generation: Literal[3, 5]
     base_url: str
-    headers: dict[str, str]
+    via: Via  # the client of its latest write: its status requests go through it
     docs: dict[str, _Doc] = field(default_factory=dict)  # oldest write first
     waits: list[_Wait] = field(default_factory=list)
     per_document: bool = False  # no processing endpoint: GET each document
@@ -315,8 +315,9 @@ class Freshness(_Rounds):
             tenant = self._tenants.get(follow.tenant)
             if tenant is None:
                 tenant = self._tenants[follow.tenant] = _Tenant(
-                    follow.generation, follow.base_url.rstrip("/"), dict(follow.headers)
+                    follow.generation, follow.base_url.rstrip("/"), follow.via
                 )
+            tenant.via = follow.via  # the latest writer's client (an older one may be closed)
             tenant.follow(wait, follow.namespace, link)
 
     # -- reads ---------------------------------------------------------------------------------
@@ -541,56 +542,120 @@ def _epoch_offset() -> float:
     return time.time() - time.monotonic()
 
 
+@dataclass(slots=True, eq=False)
+class _Question:
+    """One status request about some pending documents, written once for both drivers
+    (:func:`_ask`, :func:`_aask`): what to GET, what its answer is for the fleet (a JSON object
+    another process can read, or ``None``: no answer), whether another process's answer
+    answers it, and the statuses an answer gives."""
+
+    path: str
+    operation: str
+    params: dict[str, str]
+    links: list[SpanContext]
+    read: Callable[[Any], Any]  # the GET's JSON (or NOT_FOUND) -> the answer, or None
+    statuses: Callable[[Any], dict[str, str] | None]
+    about: Callable[[dict[str, Any]], bool] = lambda _: True
+
+    def answered(self, answer: tuple[Any, float] | None) -> tuple[dict[str, str], float] | None:
+        statuses = None if answer is None else self.statuses(answer[0])
+        return None if statuses is None or answer is None else (statuses, answer[1])
+
+
 def _ask(
     checks: StatusChecks, tenant: _Tenant, asked: list[_Doc], fleet: _Fleet
 ) -> tuple[dict[str, str], float] | None:
     """Statuses of ``asked`` from one request, and when it began (monotonic); ``None`` when the
-    request failed.
+    request failed, or the client that made the writes is closed or gone.
 
-    3.x: the processing list (a document it no longer lists is finished). 5.x, and a 3.x API
-    without that list: the oldest document asked about (see :func:`_ask_oldest`). With a shared
-    tier either is one request a round for the tenant's whole fleet: another process's list
-    answers for every document, its document for the ones written after it while it is
-    pending."""
+    3.x: the processing list (:func:`_processing`). 5.x, and a 3.x API without that list: the
+    oldest document asked about (see :func:`_oldest`). With a shared tier either is one request
+    a round for the tenant's whole fleet: another process's list answers for every document,
+    its document for the ones written after it while it is pending. For an async client this
+    runs in a worker thread of its loop, and the request on the loop (:meth:`StatusChecks.get`).
+    """
+    question = _question(tenant, asked)
+
+    def ask() -> Any:
+        q = question
+        return q.read(
+            checks.get(tenant.via, tenant.base_url, q.path, q.operation, q.links, q.params)
+        )
+
+    return question.answered(fleet.round(ask, question.about))
+
+
+async def _aask(
+    checks: StatusChecks, tenant: _Tenant, asked: list[_Doc], fleet: _Fleet
+) -> tuple[dict[str, str], float] | None:
+    """:func:`_ask` for an async client, on its loop: the request is awaited, no thread waits
+    for it. A shared tier's round (its lease and stored answer are synchronous Redis calls)
+    runs in a worker thread, the request in it back on this loop."""
+    question = _question(tenant, asked)
+    q = question
+
+    async def request() -> Any:
+        got = await checks.aget(tenant.via, tenant.base_url, q.path, q.operation, q.links, q.params)
+        return q.read(got)
+
+    if fleet.board is None:
+        began = time.monotonic()
+        got = await request()
+        return question.answered(None if got is None else (got, began))
+    import anyio.from_thread
+    import anyio.to_thread
+
+    def round_here() -> tuple[Any, float] | None:
+        return fleet.round(lambda: anyio.from_thread.run(request), question.about)
+
+    return question.answered(await anyio.to_thread.run_sync(round_here))
+
+
+def _question(tenant: _Tenant, asked: list[_Doc]) -> _Question:
     links = [doc.link for doc in asked if doc.link is not None]
     if tenant.generation != 3 or tenant.per_document:
-        return _ask_oldest(checks, tenant, asked, fleet, links)
+        return _oldest(tenant, asked, links)
+    return _processing(tenant, asked, links)
+
+
+def _processing(tenant: _Tenant, asked: list[_Doc], links: list[SpanContext]) -> _Question:
+    """The 3.x processing list in its ``pending`` view: every document not done or failed,
+    with no time cutoff (the default ``active`` view leaves out documents not updated for
+    4 hours), so a document it does not list is finished. A list that says it is partial
+    (pages, or a total above what it lists) answers nothing."""
     route = LIST_PROCESSING
 
-    def processing() -> Any:
-        got = checks.get(tenant.base_url, tenant.headers, route.template, route.operation, links)
+    def read(got: Any) -> Any:
         if got is None or got is NOT_FOUND:
-            return got
+            return got  # NOT_FOUND is no JSON object: the fleet's round does not store it
         documents = field_of(got, "documents") or ()
+        pages = field_of(field_of(got, "pagination") or {}, "totalPages")
+        total = field_of(got, "totalCount")
+        if (isinstance(pages, int | float) and pages > 1) or (
+            isinstance(total, int | float) and total > len(documents)
+        ):
+            return None  # partial: a document it does not list may still be pending
         return {str(field_of(d, "id")): str(field_of(d, "status")) for d in documents}
 
-    answer = fleet.round(processing)
-    if answer is None:
-        return None
-    listed, began = answer
-    if listed is NOT_FOUND:
-        tenant.per_document = True  # the next round asks about a document
-        return None
-    statuses = {str(k): str(v) for k, v in listed.items()}  # another process's, maybe
-    return {doc.id: statuses.get(doc.id, "done") for doc in asked}, began
+    def statuses(listed: Any) -> dict[str, str] | None:
+        if listed is NOT_FOUND:
+            tenant.per_document = True  # the next round asks about a document
+            return None
+        found = {str(k): str(v) for k, v in listed.items()}  # another process's, maybe
+        return {doc.id: found.get(doc.id, "done") for doc in asked}
+
+    return _Question(route.template, route.operation, {"view": "pending"}, links, read, statuses)
 
 
-def _ask_oldest(
-    checks: StatusChecks,
-    tenant: _Tenant,
-    asked: list[_Doc],
-    fleet: _Fleet,
-    links: list[SpanContext],
-) -> tuple[dict[str, str], float] | None:
-    """:func:`_ask` by the oldest document asked about: documents are indexed roughly in order,
+def _oldest(tenant: _Tenant, asked: list[_Doc], links: list[SpanContext]) -> _Question:
+    """The status of the oldest document asked about: documents are indexed roughly in order,
     so while it is pending the younger ones are too, most likely. A document that answers 404
     is pending (deleted, or not known yet where the API looked): ``settle_max`` bounds it."""
     oldest = asked[0]
     path = document_path(tenant.generation, oldest.id, oldest.namespace)
     written = oldest.written + _epoch_offset()  # epoch seconds: other processes compare it
 
-    def one_document() -> Any:
-        got = checks.get(tenant.base_url, tenant.headers, path, "documents.get", links[:1])
+    def read(got: Any) -> dict[str, Any] | None:
         if got is None:
             return None
         status = "unknown" if got is NOT_FOUND else status_of(got)
@@ -605,14 +670,13 @@ def _ask_oldest(
         except (KeyError, TypeError, ValueError):  # not an answer of this library's
             return False
 
-    answer = fleet.round(one_document, about)
-    if answer is None:
-        return None
-    found, began = answer
-    status = str(found["status"])
-    if status in FINISHED:
-        return {oldest.id: status}, began
-    return {doc.id: status for doc in asked}, began  # the younger ones are pending too
+    def statuses(found: dict[str, Any]) -> dict[str, str]:
+        status = str(found["status"])
+        if status in FINISHED:
+            return {oldest.id: status}
+        return {doc.id: status for doc in asked}  # the younger ones are pending too
+
+    return _Question(path, "documents.get", {}, links[:1], read, statuses, about)
 
 
 def _after_fork(freshness: Freshness) -> None:

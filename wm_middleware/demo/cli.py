@@ -375,7 +375,6 @@ def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: A
     file, if asked for. Returns whether that file was written: an output error is one line
     after the report, never instead of it."""
     from .report import (
-        LATENCY_NOTE,
         comparison_table,
         first_seen_line,
         hits_line,
@@ -389,7 +388,6 @@ def _report(args: argparse.Namespace, result: Any, out: Any, progress_console: A
     else:
         out.print()
         out.print(comparison_table(result))
-        out.print(f"[dim]{LATENCY_NOTE}[/dim]")
         out.print()
         out.print(saved_line(result))
         out.print(hits_line(result))

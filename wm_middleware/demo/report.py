@@ -23,7 +23,6 @@ from .runner import DemoResult, RunResult
 from .script import NEW_MEMORY_MARK, turns
 
 __all__ = [
-    "LATENCY_NOTE",
     "FirstSeen",
     "Waterfall",
     "WaterfallRow",
@@ -318,13 +317,6 @@ def comparison_table(result: DemoResult) -> Table:
             "",
         )
     return table
-
-
-LATENCY_NOTE = (
-    "Per-search latency counts every call of the cached run: hits answer in microseconds, but "
-    "misses and coalesced calls still wait on upstream, so its p50 depends on the share of hits "
-    "and its p95/p99 stay near the upstream latency."
-)
 
 
 def saved_line(result: DemoResult) -> Text:

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Final
 
 from starlette.responses import Response
 
@@ -18,6 +19,7 @@ from . import _messages as msg
 from .filters import compile_v3_filters
 from .routes import Handlers, route
 from .store import Chunk, Document, MemoryEntry, MemoryStore, iso
+from .store.model import utc_now
 from .values import str_list, to_bool, to_dict, to_float, to_int, to_str
 from .wire import (
     DEFAULT_LIMIT,
@@ -125,10 +127,15 @@ def _document_memory(m: MemoryEntry) -> JSON:
     }
 
 
-def _processing_item(d: Document) -> JSON:
+ACTIVE_WINDOW: Final = timedelta(hours=4)
+"""``GET /v3/documents/processing`` in its default ``active`` view lists the documents in flight
+updated within it; ``pending`` lists every document not done, with no cutoff."""
+
+
+def _processing_item(d: Document, now: datetime) -> JSON:
     item = document_item(d)
     del item["filepath"], item["url"]
-    return {**item, "summary": None, "stuck": False}
+    return {**item, "summary": None, "stuck": now - d.updated_at > ACTIVE_WINDOW}
 
 
 # ---------------------------------------------------------------------------------- search
@@ -373,11 +380,20 @@ class V3Documents(Handlers):
 
     @route("GET", "/v3/documents/processing")
     def processing(self, ctx: Ctx) -> JSON:
+        """The documents not indexed yet: ``view=active`` (the default) those updated in the
+        last :data:`ACTIVE_WINDOW`, ``pending`` and ``all`` every one (``all`` paginated; the
+        emulator fails no document)."""
         tags = ctx.query_list("containerTags") or None
+        view = ctx.query("view") or "active"
         docs = self.store.list_documents(ctx.tenant, container_tags=tags)
-        items = [_processing_item(d) for d in docs if not d.ready]
+        now = utc_now()
+        items = [
+            _processing_item(d, now)
+            for d in docs
+            if not d.ready and (view != "active" or now - d.updated_at <= ACTIVE_WINDOW)
+        ]
         out: JSON = {"documents": items, "totalCount": len(items)}
-        if (ctx.query("view") or "active") == "all":
+        if view == "all":
             page, pagination = paginate(
                 items, to_int(ctx.query("page"), 1), to_int(ctx.query("limit"), 50)
             )
