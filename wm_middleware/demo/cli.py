@@ -524,7 +524,7 @@ DEMO = Command(
                 "choices": ["off", "shadow", "serve"],
                 "help": "shadow: the cached run compares each miss with the nearest cached query "
                 "and prints what serving near-duplicates would have saved and risked; serve: "
-                "also serves them once the evidence bounds disagreement at 1%, and prints the "
+                "also serves them once the evidence bounds disagreement at 1%%, and prints the "
                 "near hits served and verified",
             },
         ),
