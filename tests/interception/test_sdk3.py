@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import SDK_MAJOR
+from ..conftest import SDK_MAJOR, answer_of
 
 if SDK_MAJOR != "3":
     pytest.skip("needs supermemory 3.x", allow_module_level=True)
@@ -131,15 +131,6 @@ def search(client: Any, tag: str = TAG, **options: Any) -> Any:
 
 def searches(server: EmulatorServer) -> int:
     return server.count("POST", "/v4/search")
-
-
-def without_timing(value: Any) -> Any:
-    """A dump with the server's per-request ``timing`` removed (it measures each request)."""
-    if isinstance(value, dict):
-        return {k: without_timing(v) for k, v in value.items() if k != "timing"}
-    if isinstance(value, list):
-        return [without_timing(v) for v in value]
-    return value
 
 
 def records_of(result: Any) -> list[Any]:
@@ -288,7 +279,7 @@ async def test_cached_result_has_the_type_and_shape_of_an_uncached_one(
     for result in (missed, hit):
         assert type(result) is cls
         assert type(records_of(result)[0]) is type(records_of(uncached)[0])
-        assert without_timing(result.model_dump()) == without_timing(uncached.model_dump())
+        assert answer_of(result) == answer_of(uncached)
         assert result.model_dump_json(by_alias=True).count('"updatedAt"') == (
             uncached.model_dump_json(by_alias=True).count('"updatedAt"')
         )
