@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import SDK_MAJOR, answer_of
+from ..conftest import SDK_MAJOR, answer_of, wait_until
 
 if SDK_MAJOR != "3":
     pytest.skip("needs supermemory 3.x", allow_module_level=True)
@@ -445,12 +445,15 @@ async def test_a_timeout_reaches_the_caller_uncached(
     client = make_client(mode, emulator.base_url, timeout=0.2, max_retries=1)
     emulator.hang_next(2, 5.0, path="/v4/search")
     without = await outcome(lambda: search(client))
+    # Requests the client gave up on may reach the server only after it gave up: each phase
+    # waits for its own two (the first and one retry) before the next begins.
+    wait_until(lambda: searches(emulator) == 2)
     emulator.reset(data=False)
     with instrumentation():
         emulator.hang_next(2, 5.0, path="/v4/search")
         first = await outcome(lambda: search(client))
-        assert searches(emulator) == 2  # one retry
-        second = await outcome(lambda: search(client))
+        wait_until(lambda: searches(emulator) == 2)  # one retry
+        second = await outcome(lambda: search(client.with_options(timeout=30.0)))
     assert type(without) is supermemory.APITimeoutError
     assert type(first) is supermemory.APITimeoutError
     assert type(second) is SearchMemoriesResponse

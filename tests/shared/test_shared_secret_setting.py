@@ -32,6 +32,7 @@ from .conftest import patient_tier, wait_until
 from .forgery import EVIL, REAL, SECRET, TENANT, entry_of, forge, points
 
 OTHER = "another-fleet-secret"
+pytestmark = pytest.mark.usefixtures("patient_url_tiers")
 
 
 @pytest.fixture
@@ -45,9 +46,9 @@ def env(monkeypatch: pytest.MonkeyPatch) -> Iterator[pytest.MonkeyPatch]:
 
 
 def url_tier(memory: WorkingMemory[Any]) -> RedisTier:
-    """The tier the settings made from a URL, once its connections are up: its ``op_timeout`` is
-    the default 0.1 s, which a first connect on a loaded machine may exceed, so a throwaway key
-    is loaded until it comes back from Redis (a breaker opened meanwhile closes again)."""
+    """The tier the settings made from a URL, once its connections are up (a throwaway key is
+    loaded until it comes back from Redis). Every test here makes its URL tiers patient (see
+    ``patient_url_tiers``): the subject is the secret, not the timeout."""
     tier = memory.shared
     assert isinstance(tier, RedisTier)
     wait_until(lambda: tier.subscribed, 30)
