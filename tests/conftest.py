@@ -7,10 +7,14 @@
 * :func:`free_port`: a free loopback TCP port.
 * :func:`wait_until` (sync) and :func:`until` (async): poll a condition, bounded. A bound is a
   guard against a hang, never a timing assertion.
+* :func:`holding`: an httpx client (an SDK's ``http_client=``) whose requests wait for a
+  condition before they are sent: a leader's fetch held until every caller has joined it.
 * The installed SDK generation: :data:`SDK_MAJOR`, the ``v3_only`` / ``v5_only`` marks,
   :func:`sdk_client`, the ``mode`` fixture (each test using it runs sync and async) and
   :func:`done` (a call's result, sync or awaited).
 * :class:`FakeClock` and the ``clock`` fixture: a monotonic clock that moves when a test says so.
+* :func:`answer_of`: what two answers to one question share, without the fields the server
+  measures per request (:data:`PER_REQUEST_FIELDS`): compare answers of two requests with it.
 * A fresh interpreter: :func:`python` (``python -c``, optionally under a launcher),
   :func:`opentelemetry_instrument` (the same under ``opentelemetry-instrument``) and
   :data:`SEARCH_TWICE` (program text for them).
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import inspect
+import json
 import os
 import socket
 import subprocess
@@ -38,12 +43,15 @@ if TYPE_CHECKING:  # imported by the fixtures: tests that never start it need no
     from wm_middleware.emulator import EmulatorServer
 
 __all__ = [
+    "PER_REQUEST_FIELDS",
     "SDK_MAJOR",
     "SEARCH_TWICE",
     "FakeClock",
+    "answer_of",
     "clean",
     "done",
     "free_port",
+    "holding",
     "in_forked_child",
     "opentelemetry_instrument",
     "python",
@@ -86,6 +94,36 @@ def mode(request: pytest.FixtureRequest) -> str:
 async def done(value: Any) -> Any:
     """The result of a client call, sync or async."""
     return await value if inspect.isawaitable(value) else value
+
+
+# -- answers -------------------------------------------------------------------------------------
+
+PER_REQUEST_FIELDS = frozenset({"timing", "search_time", "searchTime"})
+"""Fields the server measures for each request (the emulator's ``timing`` of a 3.x search and
+``searchTime`` of a 5.x one, the SDK models' ``timing`` / ``search_time``): two requests for one
+answer may differ in them by a millisecond, more on a loaded machine."""
+
+
+def answer_of(value: Any) -> Any:
+    """What two answers to one question share: ``value`` as plain data without
+    :data:`PER_REQUEST_FIELDS` at any depth (a profile's search results carry their own).
+
+    An SDK model is dumped (``model_dump``), an ``httpx.Response`` read as JSON, JSON text
+    parsed; dicts, lists and tuples are walked. Compare an answer fetched again (uncached, after
+    a refusal, by another process) with the first through it; a hit or a coalesced read is the
+    stored answer itself and may be compared as it is.
+    """
+    if hasattr(value, "model_dump"):
+        value = value.model_dump(mode="json")
+    elif hasattr(value, "json") and hasattr(value, "status_code"):
+        value = value.json()
+    elif isinstance(value, (str, bytes)) and value[:1] in ("{", b"{", "[", b"["):
+        value = json.loads(value)
+    if isinstance(value, dict):
+        return {k: answer_of(v) for k, v in value.items() if k not in PER_REQUEST_FIELDS}
+    if isinstance(value, (list, tuple)):
+        return [answer_of(v) for v in value]
+    return value
 
 
 # -- time ----------------------------------------------------------------------------------------
@@ -149,6 +187,26 @@ async def until(
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} not reached within {limit} s")
         await asyncio.sleep(interval)
+
+
+def holding(condition: Callable[[], object], mode: str) -> Any:
+    """An ``httpx.Client`` (``mode="async"``: an ``httpx.AsyncClient``) for an SDK's
+    ``http_client=``, whose every request waits before it is sent until ``condition()`` holds
+    (bounded as :func:`wait_until`): a leader's fetch held until every other caller has joined
+    it, so that none of them can come after the answer however loaded the machine is."""
+    import httpx
+
+    if mode == "async":
+
+        async def ahold(request: httpx.Request) -> None:
+            await until(condition, "the request's condition", limit=20.0)
+
+        return httpx.AsyncClient(event_hooks={"request": [ahold]})
+
+    def hold(request: httpx.Request) -> None:
+        wait_until(condition, what="the request's condition")
+
+    return httpx.Client(event_hooks={"request": [hold]})
 
 
 # -- a fresh interpreter -------------------------------------------------------------------------

@@ -37,6 +37,9 @@ from importlib.metadata import PackageNotFoundError, version
 
 import pytest
 
+from wm_middleware.emulator import EmulatorServer
+
+from .conftest import SDK_MAJOR
 from .demo._run import ROOT, environment, run, serving
 from .demo.test_examples import FRAMEWORK, ran_example
 
@@ -292,6 +295,55 @@ def test_the_examples_table_lists_every_example() -> None:
 
     # A module with a leading underscore is what examples share, not an example.
     assert listed == {path.stem for path in (ROOT / "examples").glob("[!_]*.py")}
+
+
+def _writes_bullet() -> str:
+    """The README's bullet on what a write through the same process does, on one line."""
+    found = re.search(r"^- a write through the same process.*?(?=^- |^$)", README, re.M | re.S)
+    assert found is not None, "the README no longer says what a write does"
+    return " ".join(found.group(0).split())
+
+
+def test_what_the_readme_says_a_write_does_is_what_it_does(emulator: EmulatorServer) -> None:
+    import supermemory
+
+    import wm_middleware
+
+    emulator.seed("sk-a", ["User likes tea"], container_tag="user-1")
+    emulator.set_indexing_delay(600.0)  # the added documents stay pending throughout the test
+    client = supermemory.Supermemory(api_key="sk-a", base_url=emulator.base_url, max_retries=0)
+    naming = {"custom_id": "doc-1"} if SDK_MAJOR == "3" else {"id": "doc-1"}
+
+    def search() -> object:
+        if SDK_MAJOR == "3":
+            return client.search.memories(q="tea", container_tag="user-1")
+        return client.search("user-1", query="tea")
+
+    def add(**named: str) -> object:
+        if SDK_MAJOR == "3":
+            return client.add(content="User likes oolong", container_tag="user-1", **named)
+        return client.add("user-1", content="User likes oolong", **named)
+
+    def searches() -> int:
+        return emulator.count("POST", "*search*")
+
+    # Copies live 3/4 of the interval: a loaded machine's pauses stay well inside that.
+    wm_middleware.instrument(settle_interval=30.0)
+    try:
+        search()
+        add()  # new documents only: no answer shows them before they are indexed
+        search()
+        standing = searches() == 1
+        add(**naming)  # names a document: it may change an answer at once
+        search()
+        refetched = searches() == 2
+    finally:
+        wm_middleware.uninstrument()
+    assert refetched
+    bullet = _writes_bullet()
+    assert "so the next read asks the API again" in bullet
+    # A README that promised a refetch after every write was wrong: the add leaves answers.
+    assert standing == ("an add of new documents" in bullet and "may stand" in bullet)
 
 
 @pytest.mark.parametrize("document", DOCUMENTS)

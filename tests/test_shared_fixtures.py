@@ -27,3 +27,16 @@ def test_the_root_conftest_defines_the_shared_fixtures() -> None:
 @pytest.mark.parametrize("conftest", CONFTESTS, ids=[p.parent.name for p in CONFTESTS])
 def test_no_directory_redefines_a_root_fixture_or_helper(conftest: Path) -> None:
     assert not _defined(conftest) & _defined(TESTS / "conftest.py")
+
+
+def test_answers_compare_without_what_each_request_measured() -> None:
+    import httpx
+
+    from .conftest import answer_of
+
+    first = {"results": [{"id": "a"}], "timing": 1, "total": 1}
+    again = {"results": [{"id": "a"}], "timing": 30, "total": 1}  # the same, measured slower
+    profile = {"profile": {"static": []}, "searchResults": {"results": [], "searchTime": 2}}
+    assert answer_of(first) == answer_of(again) == answer_of(httpx.Response(200, json=again))
+    assert answer_of(profile) == {"profile": {"static": []}, "searchResults": {"results": []}}
+    assert answer_of(first) != answer_of({**first, "results": [{"id": "b"}]})

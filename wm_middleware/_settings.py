@@ -22,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 
 from ._core import check_seconds
-from ._redis.urls import SCHEMES, SCHEMES_NAMED, masked  # import-light: no redis-py, no re
+from ._redis.urls import SCHEMES_NAMED, checked, masked  # import-light: no redis-py, no re
 
 TYPE_CHECKING = False  # typing is not imported at start-up (see wm_middleware._core)
 if TYPE_CHECKING:
@@ -165,8 +165,7 @@ def _tier(value: object, name: str) -> str | SharedTier:
         return value
     if not isinstance(value, str):
         raise TypeError(f"{name} must be a redis:// URL or a RedisTier, not {type(value).__name__}")
-    if not value.startswith(SCHEMES):
-        raise ValueError(f"{name} must be a {SCHEMES_NAMED} URL, got {shown(value)}")
+    checked(value, name)
     import importlib.util  # here: only a shared URL needs it, and it costs start-up time
 
     if importlib.util.find_spec("redis") is None:

@@ -86,8 +86,8 @@ class ScriptedServer:
         with self._lock:
             return [seen for seen in self.seen if path_part in seen.path]
 
-    def wait_for(self, count: int, timeout: float = 5.0) -> None:
-        """Block until ``count`` requests have arrived (bounded by ``timeout``)."""
+    def wait_for(self, count: int, timeout: float = 20.0) -> None:
+        """Block until ``count`` requests have arrived (``timeout``: a bound, not a measurement)."""
         deadline = time.monotonic() + timeout
         while len(self.requests()) < count:
             if time.monotonic() > deadline:

@@ -1,7 +1,8 @@
 """Concurrent identical reads through the SDK share one upstream request, under either SDK.
 
 Each caller still gets an object of its own. Async callers gather on one loop; sync callers are
-20 real threads released together.
+20 real threads released together. The one request is held until the 19 others have joined it,
+so that none comes after the answer however loaded the machine is.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import holding
 from .conftest import Generation
 
 
@@ -21,8 +23,8 @@ async def test_concurrent_identical_searches_share_one_request(
     emulator: EmulatorServer, generation: Generation, instrumented: WorkingMemory[Any], mode: str
 ) -> None:
     generation.seed(emulator)
-    emulator.set_latency(0.2)
-    client = generation.client(mode, emulator.base_url)
+    joined = lambda: instrumented.stats().coalesced == 19  # noqa: E731
+    client = generation.client(mode, emulator.base_url, http_client=holding(joined, mode))
     if mode == "async":
         results = await asyncio.gather(*(generation.search(client) for _ in range(20)))
     else:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from ..conftest import SDK_MAJOR, until
+from ..conftest import SDK_MAJOR, answer_of, until
 
 if SDK_MAJOR != "3":
     pytest.skip("needs supermemory 3.x", allow_module_level=True)
@@ -62,22 +62,22 @@ def server(emulator: EmulatorServer) -> EmulatorServer:
     return emulator
 
 
-def plain(value: Any, *, timing: bool = True) -> Any:
+def plain(value: Any) -> Any:
     """``value`` as comparable JSON data; SDK models keep their class name.
 
-    Tool results (JSON text) are parsed and must report ``success``. ``timing=False`` drops the
-    server-measured ``timing`` fields, which differ between two upstream requests.
+    Tool results (JSON text) are parsed and must report ``success``. Two answers fetched apart
+    are compared through ``answer_of`` too (it drops the per-request fields).
     """
     if isinstance(value, BaseModel):
         return {"__model__": type(value).__qualname__, **plain(value.model_dump(mode="json"))}
     if isinstance(value, str) and value.startswith("{"):
         parsed = json.loads(value)
         assert parsed.get("success") is True, parsed
-        return plain(parsed, timing=timing)
+        return plain(parsed)
     if isinstance(value, dict):
-        return {k: plain(v, timing=timing) for k, v in value.items() if timing or k != "timing"}
+        return {k: plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [plain(v, timing=timing) for v in value]
+        return [plain(v) for v in value]
     return value
 
 
@@ -269,7 +269,7 @@ async def test_instrumented_read_returns_what_the_plain_read_returns(
 
     assert server.count("POST", reader.path) == 2
     assert SEEDED in text_of(uncached)
-    assert plain(missed, timing=False) == plain(uncached, timing=False)
+    assert answer_of(plain(missed)) == answer_of(plain(uncached))
     assert plain(hit) == plain(missed)
 
 

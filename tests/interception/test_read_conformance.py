@@ -22,12 +22,14 @@ from dataclasses import dataclass, field
 from importlib.metadata import version
 from typing import Any
 
+import anyio
 import pytest
 import trio
 
 from wm_middleware import WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import until
 from ._scripted import Answer, ScriptedServer
 from .conftest import KEY, QUERY, TAG, Generation, done, instrumentation, make_client
 
@@ -74,10 +76,12 @@ def _reads() -> dict[str, tuple[str, Call]]:
 
 READS = _reads()
 
-# A timeout the slow answer always outlasts, long enough that a loaded machine still sends the
-# request (and the server sees it) before the client gives up.
-IMPATIENT = 0.25
-SLOW = 1.5
+# A client timeout that no loopback answer comes near, however loaded the machine, and an answer
+# later than it by more than any pause of the client (so the client always gives up first). A
+# request the client gave up on still reaches the server: ``_run`` waits for it.
+IMPATIENT = 1.0
+TOO_LATE = IMPATIENT + 4.0
+SLOW = 1.5  # an answer slow enough that a second caller starts while it is awaited
 CALLERS = 4  # concurrent callers of one read
 
 
@@ -145,15 +149,15 @@ SCENARIOS: dict[str, Scenario] = {
         (Answer(500, headers=FAST),), {"max_retries": 0}, {}, "raised"
     ),
     "a client timeout": Scenario(
-        (Answer(delay=SLOW),), {"timeout": IMPATIENT, "max_retries": 0}, {}, "raised"
+        (Answer(delay=TOO_LATE),), {"timeout": IMPATIENT, "max_retries": 0}, {}, "raised"
     ),
     "a timeout then a retry": Scenario(
-        (Answer(delay=SLOW), Answer(200, ANY_BODY)),
+        (Answer(delay=TOO_LATE), Answer(200, ANY_BODY)),
         {"timeout": IMPATIENT, "max_retries": 1},
         sent=2,
     ),
     "a per-call timeout": Scenario(
-        (Answer(delay=SLOW),), {"max_retries": 0}, {"timeout": IMPATIENT}, "raised"
+        (Answer(delay=TOO_LATE),), {"max_retries": 0}, {"timeout": IMPATIENT}, "raised"
     ),
     "a dropped connection": Scenario((Answer(drop=True),), {"max_retries": 0}, {}, "raised"),
     "a dropped connection then a retry": Scenario((Answer(drop=True),), {"max_retries": 1}, sent=2),
@@ -180,6 +184,8 @@ async def _run(
         options["_strict_response_validation"] = scenario.strict
     client = make_client(mode, upstream.base_url, **options)
     result = await outcome(lambda: call(client, **scenario.call))
+    # A request the client gave up on may reach the server's thread only after the call ended.
+    await anyio.to_thread.run_sync(upstream.wait_for, scenario.sent)  # asyncio or trio
     seen = upstream.requests(path)
     marks = [request.headers.get("x-conformance") for request in seen]
     return summary(result), len(seen), upstream.retry_counts(path), marks
@@ -316,7 +322,7 @@ APART = {
     "a patient caller does not share the timeout of an impatient one": (
         {"timeout": IMPATIENT, "max_retries": 0},
         {"timeout": 30, "max_retries": 0},
-        Answer(delay=SLOW),
+        Answer(delay=TOO_LATE),
         "APITimeoutError",
     ),
 }
@@ -342,7 +348,7 @@ async def test_a_per_call_timeout_decides_who_shares_a_flight(
 ) -> None:
     _, call = READS[read]
     client = make_client(mode, upstream.base_url, max_retries=0)
-    upstream.script(Answer(delay=SLOW))
+    upstream.script(Answer(delay=TOO_LATE))
     timed_out, answered = await _together(
         mode, upstream, lambda: call(client, timeout=IMPATIENT), lambda: call(client)
     )
@@ -376,7 +382,7 @@ async def test_a_cancelled_caller_leaves_the_others_their_answer(
     cancelled = asyncio.ensure_future(done(call(client)))
     await asyncio.to_thread(upstream.wait_for, 1)
     waiting = asyncio.ensure_future(done(call(client)))
-    await asyncio.sleep(0.05)
+    await until(lambda: instrumented.stats().coalesced == 1, "the second caller joined")
     cancelled.cancel()
     assert summary(await waiting)[0] == "returned"
     with pytest.raises(asyncio.CancelledError):
@@ -464,8 +470,8 @@ async def test_httpx_callers_with_different_timeouts_each_get_their_own_outcome(
             base_url=upstream.base_url, headers=headers, transport=transport, timeout=timeout
         )
 
-    async with client(IMPATIENT) as quick, client(5) as patient:
-        upstream.script(Answer(delay=SLOW))
+    async with client(IMPATIENT) as quick, client(30) as patient:
+        upstream.script(Answer(delay=TOO_LATE))
         first = asyncio.ensure_future(outcome(lambda: quick.post("/v4/search", json=body)))
         await asyncio.to_thread(upstream.wait_for, 1)
         answered = await outcome(lambda: patient.post("/v4/search", json=body))

@@ -49,6 +49,7 @@ ENTRY_POINTS = [pytest.param(_instrument, id="instrument"), pytest.param(_wrap, 
         (b"redis://x", TypeError, "shared must be a redis:// URL or a RedisTier, not bytes"),
         ("http://cache:6379", ValueError, "shared must be a redis://, rediss:// or unix:// URL"),
         ("localhost:6379", ValueError, "shared must be a redis://, rediss:// or unix:// URL"),
+        ("redis://cache:6379/abc", ValueError, "shared must name its database as a number"),
     ],
 )
 def test_a_shared_that_is_neither_a_url_nor_a_tier_is_refused(

@@ -21,6 +21,7 @@ from tests.core.test_shared_tier_hook import LocalTier
 from wm_middleware import AsyncCachingTransport, CachingTransport, WorkingMemory
 from wm_middleware.emulator import EmulatorServer
 
+from ..conftest import answer_of
 from .conftest import KEY, QUERY, TAG, Generation, done, instrumentation
 
 # Every cached read of each generation: (name, the call on a client).
@@ -38,18 +39,6 @@ READS: dict[str, list[tuple[str, Callable[[Any], Any]]]] = {
         ("list", lambda c: c.list(TAG, "memories")),
     ],
 }
-
-
-def measured_apart(value: Any) -> Any:
-    """A model's dump without the server-measured ``timing`` / ``search_time`` fields at any
-    depth (a profile's ``search_results`` has its own), which differ between two upstream
-    requests for the same answer."""
-    dump = value.model_dump() if hasattr(value, "model_dump") else value
-    if isinstance(dump, dict):
-        return {k: measured_apart(v) for k, v in dump.items() if k not in ("timing", "search_time")}
-    if isinstance(dump, list):
-        return [measured_apart(v) for v in dump]
-    return dump
 
 
 def through_json(tier: LocalTier) -> str:
@@ -93,7 +82,7 @@ async def test_a_read_shared_as_json_comes_back_equal_and_of_the_clients_own_typ
     )
     fetched = await done(call(first))
     assert type(fetched) is type(expected)
-    assert measured_apart(fetched) == measured_apart(expected)
+    assert answer_of(fetched) == answer_of(expected)
     text = through_json(tier)
     assert KEY not in text
 

@@ -21,6 +21,7 @@ from wm_middleware._instrumentor import INSTRUMENTATION
 from wm_middleware.emulator import EmulatorServer
 from wm_middleware.semantic import SemanticReuse, report
 
+from ..conftest import holding
 from ..interception.conftest import KEY, OTHER_KEY, OTHER_TAG, TAG, Generation, done
 from ..interception.conftest import generation as generation  # a fixture
 
@@ -335,8 +336,9 @@ def test_the_embedder_is_asked_once_per_query(
         return [[1.0, 0.0] for _ in texts]
 
     memory = shadow(semantic=SemanticReuse(embed=counting, vetoes=(), timeout=5.0))
-    client = generation.client("sync", seeded.base_url)
-    seeded.set_latency(0.3)  # long enough for every thread to join the first one's fetch
+    # The first thread's fetch is held until the five others have joined it.
+    joined = lambda: memory.stats().coalesced == 5  # noqa: E731
+    client = generation.client("sync", seeded.base_url, http_client=holding(joined, "sync"))
     barrier = threading.Barrier(6)
 
     def run() -> None:
@@ -348,7 +350,6 @@ def test_the_embedder_is_asked_once_per_query(
         thread.start()
     for thread in threads:
         thread.join(60)
-    seeded.set_latency(0.0)
     assert memory.stats().misses == 1
     memory.clear()
     search(generation, client, "green tea")  # its entry is gone, its vector is not

@@ -179,5 +179,14 @@ def cluster(kind: str) -> Iterator[Cluster]:
 
 
 @pytest.fixture
+def patient_url_tiers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """For the test: a tier the settings make from a URL takes ``op_timeout=PATIENT`` (see
+    ``tiers.patient_url_tiers``); its subject is what the tier does, not its timeout."""
+    defaults = RedisTier.__init__.__kwdefaults__
+    assert defaults is not None
+    monkeypatch.setitem(defaults, "op_timeout", PATIENT)
+
+
+@pytest.fixture
 def sink() -> Sink:
     return Sink()

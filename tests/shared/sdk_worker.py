@@ -18,8 +18,11 @@ def serve(redis_url: str, base_url: str, major: str, requests: Any, replies: Any
 
     import wm_middleware
 
+    from .tiers import patient_url_tiers
+
+    patient_url_tiers()  # the subject is what the tier shares, not its timeout
     memory = wm_middleware.instrument(shared=redis_url)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 30  # a bound, not a measurement
     while not memory.shared.subscribed and time.monotonic() < deadline:  # type: ignore[union-attr]
         time.sleep(0.005)
     generation = Generation(major)

@@ -113,6 +113,7 @@ def test_a_replayed_end_does_not_end_a_later_settle_of_the_scope(
         writer.end([SCOPE])
         wait_until(lambda: reader.deadline([SCOPE]) is None, what="its end")
         ends = _captured(listener, b'"e"')
+        assert ends, "the end was heard on the channel"
     _settling(writer, reader)  # a later write of the scope
     for end in ends:
         raw.publish(CHANNEL, end)

@@ -236,6 +236,7 @@ def test_a_lease_without_a_ttl_never_makes_waiters_poll(own_server: Server) -> N
     waiter = patient_tier(own_server.url)
     before = round_trips(own_server)
     waiting = InThread(lambda: waiter.load("q", (), 30.0, lambda: "x"))
+    wait_until(lambda: blocked(raw) >= 1)  # it waits for the leader now
     time.sleep(0.3)  # a polling waiter shows itself meanwhile; a blocked one sends nothing
     held.finish()
     assert waiting.join().outcome == "shared_wait"

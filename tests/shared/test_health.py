@@ -11,6 +11,7 @@ import redis
 
 from wm_middleware import RedisTier
 
+from ..conftest import until
 from .conftest import Sink, patient_tier, wait_until
 from .servers import Server
 
@@ -112,7 +113,7 @@ def test_close_also_closes_an_event_loops_connections(redis_url: str, raw: redis
         await tier.aload("q", (), 60.0, fetch)
         assert tier_clients(raw, before)
         tier.close()
-        await asyncio.sleep(0.05)  # the loop runs the closing it was handed
+        # The loop runs the closing it was handed before this coroutine ends.
+        await until(lambda: tier_clients(raw, before) == set(), "the loop's connections closed")
 
     asyncio.run(main())
-    wait_until(lambda: tier_clients(raw, before) == set())

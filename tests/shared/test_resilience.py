@@ -43,12 +43,15 @@ def test_sick_server_fails_no_call_and_opens_the_breaker(
     tier = RedisTier(own_server.url, op_timeout=0.05, breaker_errors=3, breaker_cooldown=60.0)
     outcomes: list[str] = []
     tier.on_operation = lambda outcome, _s: outcomes.append(outcome)
-    assert load(tier, mode, "warm", 1).outcome == "fetched"  # connections exist before
+    # Connections exist before. A fetched outcome may also be a tier error (50 ms is short on a
+    # loaded machine): warm up until the tier serves, then count from there.
+    wait_until(lambda: load(tier, mode, "warm", 1).outcome == "shared_hit")
+    errors, outcomes[:] = tier.errors, []
     with down(own_server) if sickness == "down" else own_server.paused():
         results = [load(tier, mode, f"q{i}", i) for i in range(20)]
         assert [r.value for r in results] == list(range(20))
         assert {r.outcome for r in results} == {"fetched"}
-        assert tier.errors == 3  # three timed-out operations, then the tier is skipped
+        assert tier.errors - errors == 3  # three failed operations, then the tier is skipped
         assert tier.breaker_state == "open"
     assert outcomes.count("error") == 3
 

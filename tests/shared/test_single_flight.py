@@ -145,6 +145,7 @@ def test_waiters_block_instead_of_polling(redis_url: str, server: Any) -> None:
     waiter_tier = patient_tier(redis_url)
     before = server.client().info("commandstats")
     waiting = InThread(lambda: waiter_tier.load("q", (), 30.0, lambda: "x"))
+    wait_until(lambda: blocked(server.client()) >= 1)  # it waits for the leader now
     time.sleep(0.3)  # let a polling waiter show itself; a blocking one sends nothing meanwhile
     held.finish()
     assert waiting.join().outcome == "shared_wait"
@@ -198,16 +199,17 @@ def test_a_waiter_past_its_deadline_fetches_itself(redis_url: str, raw: redis.Re
     tiers = [patient_tier(redis_url, lease=0.5) for _ in range(2)]
     for tier in tiers:
         tier.on_operation = lambda outcome, _s: outcomes.append(outcome)
-    second_leading = threading.Event()
+    second_leading, given_up = threading.Event(), threading.Event()
 
     def slow() -> str:
         second_leading.set()
-        time.sleep(3.0)  # longer than a lease, and than the waiter's whole wait
+        given_up.wait(30)  # longer than a lease, and than the waiter's whole wait
         return "mine"
 
     first = InThread(lambda: tiers[0].load("q", (), 60.0, slow))
     assert second_leading.wait(10)  # the hung leader's lease expired; tiers[0] took it over
     second = tiers[1].load("q", (), 60.0, lambda: "waited enough")
+    given_up.set()
     assert (second.value, second.outcome) == ("waited enough", "fetched")
     assert "wait_timeout" in outcomes or outcomes.count("lease") == 2
     assert first.join().value == "mine"

@@ -27,6 +27,9 @@ MAJOR = version("supermemory").split(".")[0]
 KEY = "sk-live-7f3a9c2e-ALPHA-never-in-redis"
 OTHER_KEY = "sk-live-0b1d4e8f-BRAVO-never-in-redis"
 TAG = "user-1"
+# The application processes make theirs patient too (``sdk_worker``): what is tested is what the
+# tier shares, not its timeout.
+pytestmark = pytest.mark.usefixtures("patient_url_tiers")
 
 
 class App:

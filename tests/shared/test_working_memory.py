@@ -10,6 +10,7 @@ import redis
 
 from wm_middleware import RedisTier, WorkingMemory
 
+from ..conftest import FakeClock
 from . import workers
 from .conftest import fleet, patient_tier, wait_until
 from .servers import Server
@@ -40,17 +41,21 @@ def test_a_shared_hit_fills_the_local_memory(redis_url: str) -> None:
 
 
 def test_a_shared_hit_lives_in_the_local_memory_no_longer_than_its_shared_entry(
-    redis_url: str,
+    redis_url: str, clock: FakeClock
 ) -> None:
     """An entry lives ``ttl`` from its fetch, whichever process holds it: one taken from Redis
-    late in its life is kept locally for what is left of it, not for another ``ttl``."""
-    memory: WorkingMemory[Any] = WorkingMemory(shared=patient_tier(redis_url), ttl=2.0)
+    late in its life is kept locally for what is left of it, not for another ``ttl``. The
+    reader's memory runs on a clock the test moves, so no window of real time decides it."""
+    memory: WorkingMemory[Any] = WorkingMemory(
+        shared=patient_tier(redis_url), ttl=60.0, clock=clock
+    )
     wait_until(lambda: memory.shared.subscribed)  # type: ignore[union-attr]
-    WorkingMemory(shared=patient_tier(redis_url), ttl=2.0).search("prefs", lambda: "first")
-    time.sleep(1.2)  # the shared entry has at most 0.8 s left
+    WorkingMemory(shared=patient_tier(redis_url), ttl=60.0).search("prefs", lambda: "first")
+    time.sleep(1.5)  # at least: the shared entry has at most 58.5 s left from now on
     assert memory.search("prefs", lambda: "second") == "first"  # a shared hit
-    time.sleep(1.2)  # past the shared entry's end, within a fresh ttl from the shared hit
-    assert memory.search("prefs", lambda: "third") == "third"
+    assert memory.has("prefs")
+    clock.advance(59.0)  # past what was left of the shared entry, within a fresh ttl of it
+    assert not memory.has("prefs")
 
 
 @pytest.mark.parametrize(

@@ -43,11 +43,11 @@ from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import cache, partial
-from typing import Any, Final, Generic, Literal, TypeVar, cast
+from typing import Any, Final, Generic, TypeVar, cast
 
 import httpx
 
-from .._api.routes import Route, find_in, query_of, read_tags, written
+from .._api.routes import Match, Route, find_in, query_of, read_tags, written
 from .._api.tenancy import canonical, fingerprint, read_scopes, server_of
 from .._calls import Follow, Read, Write
 from .._core import SharedCodec, WorkingMemory
@@ -140,7 +140,7 @@ def describe(request: httpx.Request, via: ViaOf | None = None) -> _ReadSpec | Wr
             scopes,
             server,
             body,
-            lambda: _follow(route.generation, route.template, request, origin, via),
+            lambda: _follow(found, request, origin, via),
         )
     if content is None:
         return None  # an unread streaming body: cannot key it, pass it through
@@ -153,31 +153,27 @@ def describe(request: httpx.Request, via: ViaOf | None = None) -> _ReadSpec | Wr
     return _ReadSpec(route, key, scopes, server, query, flight)
 
 
-def _follow(
-    generation: Literal[3, 5],
-    template: str,
-    request: httpx.Request,
-    origin: str,
-    via: ViaOf | None,
-) -> Follow | None:
+def _follow(found: Match, request: httpx.Request, origin: str, via: ViaOf | None) -> Follow | None:
     """How to ask about a write's documents: the API root in front of the route, the key, and
-    the client or transport the write went through (none: the write is not followed)."""
-    parts = request.url.path.strip("/").split("/")
-    root = "/".join(parts[: len(parts) - len(template.strip("/").split("/"))])
+    the client or transport the write went through (none: the write is not followed).
+
+    Both read from the path as sent (``raw_path``): a decoded ``%2F`` would split a segment, and
+    the namespace is decoded once, by the match.
+    """
+    if via is None:
+        return None
+    route = found.route
+    parts = request.url.raw_path.partition(b"?")[0].decode("ascii", "replace").strip("/")
+    segments = parts.split("/")
+    root = "/".join(segments[: len(segments) - len(route.template.strip("/").split("/"))])
     headers = tuple(
         (name, value)
         for name, value in request.headers.items()
         if name.lower() in ("authorization", "x-api-key")
     )
-    namespace = None
-    if generation == 5:
-        found = find_in(request.method, request.url.path)
-        namespace = None if found is None else found.namespace
     base_url = f"{origin}/{root}" if root else origin
-    if via is None:
-        return None
     sender = via(base_url, dict(headers), request.extensions.get("timeout"))
-    return Follow(generation, base_url, headers, sender, namespace)
+    return Follow(route.generation, base_url, headers, sender, found.namespace)
 
 
 class _ViaHttpx(ClientVia):

@@ -45,7 +45,15 @@ from .._api.routes import (
     route_named,
     written,
 )
-from .._api.tenancy import Tenant, canonical, fingerprint, read_scopes, server_of, tenant_of
+from .._api.tenancy import (
+    Tenant,
+    canonical,
+    fingerprint,
+    namespace_tag,
+    read_scopes,
+    server_of,
+    tenant_of,
+)
 from .._calls import Follow, Read
 from .._core import SharedCodec
 from .._runtime import Runtime, handled_outside
@@ -94,13 +102,6 @@ def _extra_headers(*sources: Mapping[str, Any] | None) -> str | None:
             merged.update((str(k).lower(), v) for k, v in source.items())
     merged.pop("authorization", None)
     return fingerprint(canonical(merged)) if merged else None
-
-
-def _segment(value: Any) -> str:
-    """The namespace as the generated code puts it in the path (``encode_path_param``)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 # -- values ---------------------------------------------------------------------------------------
@@ -281,7 +282,7 @@ def _read_of(
     return Read(
         operation=operation,
         key=(_FAMILY, tenant, operation, canonical(request)),
-        scopes=read_scopes(tenant, [_segment(request["namespace"])], query),
+        scopes=read_scopes(tenant, [namespace_tag(request["namespace"])], query),
         server=client.server,
         query=query,
         encode=_encode,

@@ -39,7 +39,7 @@ from functools import cache, lru_cache, partial
 from typing import Any, Final, Literal
 from urllib.parse import unquote
 
-from .tenancy import Tenant, tags_in, write_scopes
+from .tenancy import Tenant, namespace_tag, tags_in, write_scopes
 
 __all__ = [
     "QUIET_METHODS",
@@ -398,15 +398,17 @@ def route_named(generation: Generation, operation: str) -> Route:
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """A route and the path segments its template names (``ns``, ``id``, ...), decoded."""
+    """A route and the path segments its template names (``ns``, ``id``, ...), as in the path."""
 
     route: Route
     segments: tuple[tuple[str, str], ...] = ()
 
     @property
     def namespace(self) -> str | None:
-        """The ``{ns}`` segment (5.x), if the route has one."""
-        return dict(self.segments).get("ns")
+        """The namespace (5.x) of the ``{ns}`` segment, if the route has one, as
+        :func:`~wm_middleware._api.tenancy.namespace_tag` reads it."""
+        segment = dict(self.segments).get("ns")
+        return None if segment is None else namespace_tag(segment)
 
 
 @lru_cache(maxsize=4096)
@@ -421,8 +423,7 @@ def find(method: str, path: str) -> Match | None:
     for pattern, route in _by_method().get(method, ()):
         found = pattern.fullmatch(path)
         if found is not None:
-            segments = tuple((name, unquote(value)) for name, value in found.groupdict().items())
-            return Match(route, segments)
+            return Match(route, tuple(found.groupdict().items()))
     if method in QUIET_METHODS or path.split("/", 2)[1] not in _API_ROOTS:
         return None
     return Match(UNKNOWN_WRITE)
@@ -463,7 +464,8 @@ def record_id_of(match: Match, body: object) -> str | None:
         listed = _listed(match, body) or []
         return listed[0] if len(listed) == 1 and isinstance(listed[0], str) else None
     if where.startswith("{"):
-        return dict(match.segments).get(where.strip("{}"))
+        segment = dict(match.segments).get(where.strip("{}"))
+        return None if segment is None else unquote(segment)
     value = body.get(where) if isinstance(body, Mapping) else None
     return value if isinstance(value, str) else None
 

@@ -10,7 +10,8 @@ Redis as JSON lists. Their three shapes are :class:`TenantScope`'s fields, in or
 keys after it):
 
 * ``("tenant", tenant)``: everything of a tenant;
-* ``("tag", tenant, tag)``: reads naming container tag / namespace ``tag``;
+* ``("tag", tenant, tag)``: reads naming container tag / namespace ``tag`` (a namespace as
+  :func:`namespace_tag` spells it, on the read's side and the write's alike);
 * ``("untagged", tenant)``: reads naming none (they see the default container).
 
 A read also carries its normalised query text as a scope of its own (a plain ``str``), so
@@ -24,6 +25,7 @@ import json
 from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final, Literal, NamedTuple
+from urllib.parse import unquote
 
 from .._core import normalise_query
 
@@ -32,6 +34,7 @@ __all__ = [
     "TenantScope",
     "canonical",
     "fingerprint",
+    "namespace_tag",
     "read_scopes",
     "server_of",
     "tags_in",
@@ -134,6 +137,20 @@ def tags_in(body: Mapping[str, Any] | None, *names: str) -> list[str]:
         elif isinstance(value, (list, tuple)):
             found.extend(v for v in value if isinstance(v, str))
     return found
+
+
+def namespace_tag(namespace: object) -> str:
+    """The tag of a 5.x namespace: the name the API reads out of the request's path.
+
+    The one spelling of a namespace in a scope, for a read's namespace argument and a write's
+    ``{ns}`` path segment alike. The SDK puts its argument into the path as it is
+    (``encode_path_param``: ``str``, booleans lower case); httpx percent-encodes what a path
+    cannot hold and leaves ``%XX`` sequences as they are; the API decodes the segment. So
+    ``team%20a`` and ``team a`` name one namespace, ``team a``, and so does a path's ``team%20a``.
+    """
+    if isinstance(namespace, bool):
+        return "true" if namespace else "false"
+    return unquote(str(namespace))
 
 
 def read_scopes(

@@ -46,7 +46,9 @@ process's L1. How, in one place:
   in, and a circuit breaker: after ``breaker_errors`` consecutive failures calls skip the tier
   for ``breaker_cooldown`` seconds, then one call probes. A tier failure is counted in ``errors``
   and the fetch runs directly: a call never fails because of the tier. One WARNING (logger
-  ``wm_middleware.shared``) says when the server cannot be reached, one INFO when it is back.
+  ``wm_middleware.shared``) says when the server cannot be reached, one INFO when it is back;
+  one WARNING per cause says what the server refuses (a missing database, ``NOPERM``; see
+  :mod:`.health`). A URL whose database is not a number is refused up front.
   Credentials never appear in an error, a repr or a log line.
 * **Invalidation delivery.** One subscriber thread per process listens on the namespace's
   channel (plain ``PUBLISH``, which a Cluster relays to every node). Messages carry digests only,

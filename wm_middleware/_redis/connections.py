@@ -24,7 +24,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.retry import Retry
 
-from .urls import SCHEMES, SCHEMES_NAMED, masked
+from .urls import checked, masked
 
 __all__ = [
     "Conns",
@@ -81,10 +81,7 @@ def _shown(kind: str, kwargs: dict[str, Any]) -> str:
 
 def endpoint_of(target: object) -> Endpoint:
     if isinstance(target, str):
-        if not target.startswith(SCHEMES):
-            raise ValueError(
-                f"RedisTier target must be a {SCHEMES_NAMED} URL, got {masked(target)!r}"
-            )
+        checked(target, "RedisTier target")
         try:
             parsed = dict(redis.connection.parse_url(target))  # type: ignore[no-untyped-call]
         except ValueError:

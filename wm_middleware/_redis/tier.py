@@ -36,7 +36,7 @@ from .connections import (
 )
 from .encoding import json_encode
 from .evidence import SharedEvidence
-from .health import Health, logger
+from .health import BreakerOpen, Health, logger
 from .memories import Memories
 from .protocol import (
     CLEAR,
@@ -180,7 +180,7 @@ class _Accounts:
             if not self.pending:
                 return
             if not self._breaker.allow():
-                self.failed(time.perf_counter(), ConnectionError("circuit breaker open"))
+                self.failed(time.perf_counter(), BreakerOpen("circuit breaker open"))
                 return
             flush = self.flush()
             if flush is None:
@@ -250,7 +250,8 @@ class RedisTier:
     ``on_operation``, when set to a callable ``(outcome, seconds)``, hears every tier operation
     (see :data:`SharedOutcome`); it must be cheap, and what it raises is ignored. The tier logs
     one WARNING (logger ``wm_middleware.shared``) when it cannot reach the server and one INFO
-    when it can again. ``close()`` (or ``with RedisTier(url) as tier:``) releases its
+    when it can again, and one WARNING per cause the server refuses a command for (a missing
+    database, ``NOPERM``). ``close()`` (or ``with RedisTier(url) as tier:``) releases its
     connections and stops its subscriber thread; a later call opens them again.
     """
 
@@ -433,8 +434,12 @@ class RedisTier:
         return SharedEvidence(self._layout, self._send, family)
 
     def _send(self, step: Run) -> Any:
-        """Run one step on this process's connection (raises on a failure)."""
-        return run(self._proc().sync_conns().main, step)
+        """Run one step on this process's connection (raises on a failure, said as a load's)."""
+        try:
+            return run(self._proc().sync_conns().main, step)
+        except _TIER_ERRORS as error:
+            self._health.failed(error)
+            raise
 
     def _heard_settle(self, data: bytes | None) -> None:
         board = self._settles
