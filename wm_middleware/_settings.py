@@ -332,7 +332,7 @@ OPTIONS: Final[tuple[Option, ...]] = (
            "gen_ai.memory.store.id on every span (unset: supermemory); names the store, "
            "never a user"),
     Option("freshness", FRESHNESS, True, _BOOLEAN,
-           "after a write, reads of what it changed wait for it to be indexed"),
+           "after a write, what it changed is cached briefly and followed until indexed"),
     Option("settle_interval", SETTLE_INTERVAL, 1.0, _SECONDS,
            "entries fetched while a write is pending live 3/4 of it, then are checked or fetched"),
     Option("settle_max", SETTLE_MAX, 60.0, _SECONDS,
