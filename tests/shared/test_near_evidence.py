@@ -8,6 +8,7 @@ own token); the SDK test runs two wrapped clients, one teaching and one serving.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -58,6 +59,31 @@ def test_each_process_verdicts_count_once_and_a_disagreement_reaches_the_others(
     finally:
         for tier in tiers:
             tier.close()
+
+
+def test_a_process_is_one_token_however_many_of_its_threads_exchange_at_once(
+    redis_url: str, raw: redis.Redis
+) -> None:
+    """A read's sync thread and a caller may make a board's first exchange together: both
+    store under the process's one token, so the fleet counts the process once."""
+    tier = RedisTier(redis_url)
+    try:
+        for round_ in range(20):
+            board = tier.evidence(f"{FAMILY} {round_}")
+            start = threading.Barrier(8)
+
+            def exchange(board: Any = board, start: threading.Barrier = start) -> None:
+                start.wait(30)
+                board.exchange({"1": (3, 0)})
+
+            threads = [threading.Thread(target=exchange) for _ in range(8)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(30)
+            assert len(raw.hkeys(board.key)) == 1  # one field: band "1", this process
+    finally:
+        tier.close()
 
 
 def test_with_a_secret_totals_written_without_it_are_left_out(

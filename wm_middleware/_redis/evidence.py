@@ -19,6 +19,7 @@ import secrets
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from .._core.forks import reset_in_child
 from .protocol import Layout
 from .scripts import POOL_EVIDENCE, Run
 
@@ -45,16 +46,16 @@ class SharedEvidence:
         self._send = send
         name = hashlib.sha256(family.encode()).hexdigest()[:32]
         self.key = f"{layout.prefix}{{t:{layout.namespace}}}:near:{name}"
-        self._pid = -1
-        self._token = ""
+        # Made here, not at the first exchange: two threads exchanging at once (a read's sync
+        # thread and a caller's) would each make one, and the fleet would count this process
+        # twice. A forked child makes its own (_after_fork).
+        self.origin = _token()
         self._warned = False
+        reset_in_child(self)
 
-    @property
-    def origin(self) -> str:
-        """This process's token in the field names (a new one after a fork)."""
-        if self._pid != os.getpid():
-            self._token, self._pid = f"{os.getpid()}-{secrets.token_hex(4)}", os.getpid()
-        return self._token
+    def _after_fork(self) -> None:
+        """In a forked child: a token of its own (its verdicts are not its parent's)."""
+        self.origin = _token()
 
     def exchange(self, own: Mapping[str, Counts]) -> dict[str, Counts]:
         """Store this process's totals by band, return the other processes' totals by band."""
@@ -106,3 +107,8 @@ def _pairs(fields: Any) -> list[tuple[bytes, bytes]]:
         return list(fields.items())
     flat = list(fields or ())
     return list(zip(flat[::2], flat[1::2], strict=True))
+
+
+def _token() -> str:
+    """A process's token in the field names: its pid and a random part (pids are reused)."""
+    return f"{os.getpid()}-{secrets.token_hex(4)}"
