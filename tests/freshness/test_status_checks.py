@@ -5,8 +5,11 @@ document. Every test runs under the SDK generation of its venv (3.x and 5.x), sy
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from fnmatch import fnmatch
 from typing import Any
 
 import httpx
@@ -196,6 +199,61 @@ async def test_an_async_clients_check_from_a_plain_thread_is_made_on_its_loop(
     assert found == {"documents": [], "totalCount": 0}
     assert routed.gets() == 1
     assert observed.status_checks("ok") == 1
+
+
+class _Counted(ThreadPoolExecutor):
+    """A loop's default executor that knows how many of its threads are running a job."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self.busy = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def counted() -> Any:
+            with self._lock:
+                self.busy += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+
+        return super().submit(counted)
+
+
+class _Watched(_Async):
+    """Notes, for each status request, the thread it is handled in and the executor's busy
+    threads at that moment."""
+
+    def __init__(self, emulator: EmulatorServer, sdk: Sdk, executor: _Counted) -> None:
+        super().__init__(emulator)
+        self.status = sdk.status_paths
+        self.executor = executor
+        self.seen: list[tuple[int, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and any(fnmatch(path, p) for p in self.status):
+            self.seen.append((threading.get_ident(), self.executor.busy))
+        return await super().handle_async_request(request)
+
+
+async def test_an_async_reads_check_holds_no_executor_thread(
+    sdk: Sdk, emulator: EmulatorServer, observed: Observed
+) -> None:
+    import asyncio
+
+    emulator.set_indexing_delay(3600.0)
+    executor = _Counted()
+    asyncio.get_running_loop().set_default_executor(executor)
+    watched = _Watched(emulator, sdk, executor)
+    client = _client("async", INVALID, watched, max_retries=0)
+    cached = observed.wrap(client, settle_interval=0.2)
+    await _checked(sdk, cached, observed, "The user likes espresso")
+    wait_until(lambda: observed.status_checks() == len(watched.seen) >= 1)
+    # Every check's request was made on the caller's loop, and no executor thread waited on it.
+    assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
 
 
 def test_no_check_is_made_through_a_closed_client(
