@@ -256,6 +256,34 @@ async def test_an_async_reads_check_holds_no_executor_thread(
     assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
 
 
+async def test_an_async_reads_check_through_a_shared_tier_holds_no_executor_thread(
+    sdk: Sdk, emulator: EmulatorServer, observed: Observed
+) -> None:
+    # With a shared tier the fleet's round (its lease, its stored answer) runs in a worker
+    # thread; the request in it still goes back to the caller's loop.
+    import asyncio
+
+    from tests.shared.servers import Server, server_binary
+    from wm_middleware import RedisTier
+
+    if server_binary() is None:
+        pytest.skip("needs valkey-server")
+    emulator.set_indexing_delay(3600.0)
+    executor = _Counted()
+    asyncio.get_running_loop().set_default_executor(executor)
+    watched = _Watched(emulator, sdk, executor)
+    server = Server().start()
+    try:
+        with RedisTier(server.url, namespace="async-round", op_timeout=5.0) as tier:
+            client = _client("async", INVALID, watched, max_retries=0)
+            cached = observed.wrap(client, settle_interval=0.2, shared=tier)
+            await _checked(sdk, cached, observed, "The user likes espresso")
+            wait_until(lambda: observed.status_checks("ok") == len(watched.seen) >= 1)
+    finally:
+        server.close()
+    assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
+
+
 def test_no_check_is_made_through_a_closed_client(
     emulator: EmulatorServer, observed: Observed
 ) -> None:
