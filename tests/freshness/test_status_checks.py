@@ -17,7 +17,8 @@ import pytest
 
 from wm_middleware.emulator import EmulatorServer
 
-from .conftest import KEY, Observed, Sdk, done, read_until, wait_until
+from ..conftest import until
+from .conftest import KEY, Observed, Sdk, done, read_until
 
 INVALID = "http://memory.invalid"  # resolves nowhere: only the client's own transport gets there
 
@@ -98,7 +99,9 @@ async def test_a_status_check_goes_through_the_clients_own_http_client(
     await _checked(sdk, cached, observed, "The user likes espresso")
     # Every check reached the emulator, through the client's transport (the URL it names
     # resolves nowhere), and was answered (a check still in flight is waited for).
-    wait_until(lambda: sdk.status_checks(emulator) == routed.gets() == observed.status_checks())
+    await until(
+        lambda: sdk.status_checks(emulator) == routed.gets() == observed.status_checks(), limit=20.0
+    )
     assert observed.status_checks("ok") == observed.status_checks() >= 1
     assert observed.pending() == 1  # ... that the document is still pending
 
@@ -115,7 +118,7 @@ async def test_a_status_check_gives_up_within_the_callers_timeout(
     cached = observed.wrap(client, settle_interval=3.0, settle_max=60.0)
     await _checked(sdk, cached, observed, "The user likes espresso")
     # One request a check, none retried (a later check still in flight is waited for) ...
-    wait_until(lambda: emulator.count("GET", path) == observed.status_checks())
+    await until(lambda: emulator.count("GET", path) == observed.status_checks(), limit=20.0)
     # ... and the first, which met the hang, gave up at the caller's timeout.
     first = min(_check_spans(observed), key=lambda span: span.start_time)
     assert first.attributes["wm.freshness.outcome"] == "error"
@@ -251,7 +254,7 @@ async def test_an_async_reads_check_holds_no_executor_thread(
     client = _client("async", INVALID, watched, max_retries=0)
     cached = observed.wrap(client, settle_interval=0.2)
     await _checked(sdk, cached, observed, "The user likes espresso")
-    wait_until(lambda: observed.status_checks() == len(watched.seen) >= 1)
+    await until(lambda: observed.status_checks() == len(watched.seen) >= 1, limit=20.0)
     # Every check's request was made on the caller's loop, and no executor thread waited on it.
     assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
 
@@ -278,7 +281,7 @@ async def test_an_async_reads_check_through_a_shared_tier_holds_no_executor_thre
             client = _client("async", INVALID, watched, max_retries=0)
             cached = observed.wrap(client, settle_interval=0.2, shared=tier)
             await _checked(sdk, cached, observed, "The user likes espresso")
-            wait_until(lambda: observed.status_checks("ok") == len(watched.seen) >= 1)
+            await until(lambda: observed.status_checks("ok") == len(watched.seen) >= 1, limit=20.0)
     finally:
         server.close()
     assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
