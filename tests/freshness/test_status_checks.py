@@ -5,8 +5,11 @@ document. Every test runs under the SDK generation of its venv (3.x and 5.x), sy
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from fnmatch import fnmatch
 from typing import Any
 
 import httpx
@@ -96,32 +99,32 @@ async def test_a_status_check_goes_through_the_clients_own_http_client(
     await _checked(sdk, cached, observed, "The user likes espresso")
     # Every check reached the emulator, through the client's transport (the URL it names
     # resolves nowhere), and was answered (a check still in flight is waited for).
-    # Awaited, not slept: a blocked loop would hold an async client's checks back meanwhile.
     await until(
-        lambda: sdk.status_checks(emulator) == routed.gets() == observed.status_checks(),
-        limit=20.0,
+        lambda: sdk.status_checks(emulator) == routed.gets() == observed.status_checks(), limit=20.0
     )
     assert observed.status_checks("ok") == observed.status_checks() >= 1
     assert observed.pending() == 1  # ... that the document is still pending
 
 
 async def test_a_status_check_gives_up_within_the_callers_timeout(
-    sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
+    sdk: Sdk, mode: str, observed: Observed
 ) -> None:
-    emulator.set_indexing_delay(3600.0)
-    path = "/v3/documents/processing" if sdk.major == "3" else "/ns/*/document/*"
-    # A status endpoint that answers after 3 s: after the caller's 0.5 s, before the 5 s a
-    # check may take at most (settle_interval 3 s): answered, the check would count "ok".
-    emulator.hang_next(1, 3.0, path=path, method="GET")
-    client = _client(mode, emulator.base_url, timeout=0.5, max_retries=0)
-    cached = observed.wrap(client, settle_interval=3.0, settle_max=60.0)
-    await _checked(sdk, cached, observed, "The user likes espresso")
-    # One request a check, none retried (a later check still in flight is waited for) ...
-    await until(lambda: emulator.count("GET", path) == observed.status_checks(), limit=20.0)
-    # ... and the first, which met the hang, gave up at the caller's timeout.
-    first = min(_check_spans(observed), key=lambda span: span.start_time)
-    assert first.attributes["wm.freshness.outcome"] == "error"
-    assert "Timeout" in str(first.attributes["error.type"])
+    # An emulator of its own: a check another test started may still reach a shared one.
+    with EmulatorServer(seed=7) as emulator:
+        emulator.set_indexing_delay(3600.0)
+        path = "/v3/documents/processing" if sdk.major == "3" else "/ns/*/document/*"
+        # A status endpoint that answers after 3 s: after the caller's 0.5 s, before the 5 s a
+        # check may take at most (settle_interval 3 s): answered, the check would count "ok".
+        emulator.hang_next(1, 3.0, path=path, method="GET")
+        client = _client(mode, emulator.base_url, timeout=0.5, max_retries=0)
+        cached = observed.wrap(client, settle_interval=3.0, settle_max=60.0)
+        await _checked(sdk, cached, observed, "The user likes espresso")
+        # One request a check, none retried (a later check still in flight is waited for) ...
+        await until(lambda: emulator.count("GET", path) == observed.status_checks(), limit=20.0)
+        # ... and the first, which met the hang, gave up at the caller's timeout.
+        first = min(_check_spans(observed), key=lambda span: span.start_time)
+        assert first.attributes["wm.freshness.outcome"] == "error"
+        assert "Timeout" in str(first.attributes["error.type"])
 
 
 async def test_the_processing_list_is_asked_for_every_pending_document(
@@ -201,6 +204,89 @@ async def test_an_async_clients_check_from_a_plain_thread_is_made_on_its_loop(
     assert found == {"documents": [], "totalCount": 0}
     assert routed.gets() == 1
     assert observed.status_checks("ok") == 1
+
+
+class _Counted(ThreadPoolExecutor):
+    """A loop's default executor that knows how many of its threads are running a job."""
+
+    def __init__(self) -> None:
+        super().__init__(max_workers=4)
+        self.busy = 0
+        self._lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        def counted() -> Any:
+            with self._lock:
+                self.busy += 1
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                with self._lock:
+                    self.busy -= 1
+
+        return super().submit(counted)
+
+
+class _Watched(_Async):
+    """Notes, for each status request, the thread it is handled in and the executor's busy
+    threads at that moment."""
+
+    def __init__(self, emulator: EmulatorServer, sdk: Sdk, executor: _Counted) -> None:
+        super().__init__(emulator)
+        self.status = sdk.status_paths
+        self.executor = executor
+        self.seen: list[tuple[int, int]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path
+        if request.method == "GET" and any(fnmatch(path, p) for p in self.status):
+            self.seen.append((threading.get_ident(), self.executor.busy))
+        return await super().handle_async_request(request)
+
+
+async def test_an_async_reads_check_holds_no_executor_thread(
+    sdk: Sdk, emulator: EmulatorServer, observed: Observed
+) -> None:
+    import asyncio
+
+    emulator.set_indexing_delay(3600.0)
+    executor = _Counted()
+    asyncio.get_running_loop().set_default_executor(executor)
+    watched = _Watched(emulator, sdk, executor)
+    client = _client("async", INVALID, watched, max_retries=0)
+    cached = observed.wrap(client, settle_interval=0.2)
+    await _checked(sdk, cached, observed, "The user likes espresso")
+    await until(lambda: observed.status_checks() == len(watched.seen) >= 1, limit=20.0)
+    # Every check's request was made on the caller's loop, and no executor thread waited on it.
+    assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
+
+
+async def test_an_async_reads_check_through_a_shared_tier_holds_no_executor_thread(
+    sdk: Sdk, emulator: EmulatorServer, observed: Observed
+) -> None:
+    # With a shared tier the fleet's round (its lease, its stored answer) runs in a worker
+    # thread; the request in it still goes back to the caller's loop.
+    import asyncio
+
+    from tests.shared.servers import Server, server_binary
+    from wm_middleware import RedisTier
+
+    if server_binary() is None:
+        pytest.skip("needs valkey-server")
+    emulator.set_indexing_delay(3600.0)
+    executor = _Counted()
+    asyncio.get_running_loop().set_default_executor(executor)
+    watched = _Watched(emulator, sdk, executor)
+    server = Server().start()
+    try:
+        with RedisTier(server.url, namespace="async-round", op_timeout=5.0) as tier:
+            client = _client("async", INVALID, watched, max_retries=0)
+            cached = observed.wrap(client, settle_interval=0.2, shared=tier)
+            await _checked(sdk, cached, observed, "The user likes espresso")
+            await until(lambda: observed.status_checks("ok") == len(watched.seen) >= 1, limit=20.0)
+    finally:
+        server.close()
+    assert set(watched.seen) == {(threading.get_ident(), 0)}, watched.seen
 
 
 def test_no_check_is_made_through_a_closed_client(

@@ -7,10 +7,10 @@ read; the check runs beside the reads and its answer is used only by reads that 
 (see :mod:`wm_middleware._freshness`). Where it runs:
 
 * a sync read: a daemon thread of its own;
-* an async read under asyncio: a task on the caller's loop (referenced here until it ends),
-  whose blocking request runs in the loop's executor, so the loop never blocks on it (a round
-  is three steps, ``Freshness._asking``, the request, ``Freshness._answered``: an async request
-  can take the middle one's place in the task);
+* an async read under asyncio: a task on the caller's loop (referenced here until it ends)
+  that awaits its request through the async client (a round is three steps,
+  ``Freshness._asking``, the request, ``Freshness._answered``: the task awaits the middle one),
+  so no thread waits for an async client's check;
 * anywhere else (trio, through anyio): nowhere; the next read fetches, as uncached.
 
 Either way the check runs in an empty context: its span is a root of its own, linked to the
@@ -23,8 +23,8 @@ from __future__ import annotations
 import contextvars
 import logging
 import threading
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, Literal
+from collections.abc import Callable, Coroutine
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     import asyncio
@@ -48,29 +48,27 @@ class Launcher:
     def __init__(self) -> None:
         self._tasks: set[asyncio.Task[None]] = set()
 
-    def start(self, how: Launch, job: Callable[[], None]) -> bool:
-        """Run ``job`` (which never raises) as ``how`` says; False: it could not be started."""
+    def start(
+        self,
+        how: Launch,
+        job: Callable[[], None],
+        ajob: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    ) -> bool:
+        """Run a check as ``how`` says: ``job`` in a thread, ``ajob`` as a task (neither
+        raises); False: it could not be started."""
         try:
             if how == "thread":
                 thread = threading.Thread(target=job, name="wm-middleware-check", daemon=True)
                 thread.start()  # a new thread starts with an empty context
                 return True
-            if how == "task":
+            if how == "task" and ajob is not None:
                 import asyncio  # loaded already: the caller runs on it
 
                 loop = asyncio.get_running_loop()
-                task = loop.create_task(_in_executor(job), context=contextvars.Context())
+                task = loop.create_task(ajob(), context=contextvars.Context())
                 self._tasks.add(task)
                 task.add_done_callback(self._tasks.discard)
                 return True
         except Exception:  # no thread, no loop: the next read fetches
             logger.debug("wm_middleware: could not start a status check", exc_info=True)
         return False
-
-
-async def _in_executor(job: Callable[[], None]) -> None:
-    """``job`` in the running loop's default executor (its request blocks a thread, not the
-    loop); the executor does not carry this task's context over, so the job starts empty."""
-    import asyncio
-
-    await asyncio.get_running_loop().run_in_executor(None, job)

@@ -149,6 +149,33 @@ class _Rounds:
             with self._lock:
                 tenant.checking = False
 
+    async def _acheck(
+        self, tenant: _Tenant, waits: list[_Wait], since: float, launcher: SpanContext
+    ) -> None:
+        """:meth:`_check` as a task on an async client's loop: the request is awaited (see
+        :func:`_aask`); never raises."""
+        token = LAUNCHED_BY.set(launcher)
+        try:
+            asking = self._asking(tenant, waits, since)
+            if asking is not None:
+                try:
+                    answer = await _aask(self.checks, tenant, *asking)
+                except Exception:  # a surprise: the check vouches for nothing
+                    logger.debug("wm_middleware: a status check failed", exc_info=True)
+                    answer = None
+                if answer is not None and self.shared is not None:
+                    import anyio.to_thread  # the shared tier's settle ends are Redis calls
+
+                    await anyio.to_thread.run_sync(self._answered, tenant, answer)
+                else:
+                    self._answered(tenant, answer)
+        except Exception:  # a surprise: the check vouches for nothing, reads fetch
+            logger.debug("wm_middleware: a status check failed", exc_info=True)
+        finally:
+            LAUNCHED_BY.reset(token)
+            with self._lock:
+                tenant.checking = False
+
     def _round(self, tenant: _Tenant, waits: list[_Wait], since: float) -> None:
         """One status request about ``waits``' documents: end the finished, confirm the rest
         (no answer: nothing changes, and the copies stay unvouched). The sync driver of
@@ -378,7 +405,8 @@ class Freshness(_Rounds):
             tenant.checking = True
         launcher = trace.get_current_span().get_span_context()
         job = partial(self._check, tenant, waits, saved.fetched, launcher)
-        if not self.launcher.start(how, job):
+        ajob = partial(self._acheck, tenant, waits, saved.fetched, launcher)
+        if not self.launcher.start(how, job, ajob):
             with self._lock:
                 tenant.checking = False
 
@@ -572,7 +600,7 @@ def _ask(
     oldest document asked about (see :func:`_oldest`). With a shared tier either is one request
     a round for the tenant's whole fleet: another process's list answers for every document,
     its document for the ones written after it while it is pending. For an async client this
-    runs in a worker thread of its loop, and the request on the loop (:meth:`StatusChecks.get`).
+    is :func:`_aask`.
     """
     question = _question(tenant, asked)
 
