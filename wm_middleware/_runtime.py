@@ -32,6 +32,7 @@ from ._core import MISSING, Loaded, WorkingMemory
 if TYPE_CHECKING:
     from anyio.lowlevel import EventLoopToken
 
+    from ._freshness import Freshness
     from ._freshness.ahead import Launch
     from ._near.serving import Serving
     from ._near.shadow import Shadow
@@ -118,7 +119,59 @@ _BYPASS: Final = object()
 _CACHE: Final = object()
 
 
-class Runtime:
+class _Writes:
+    """The writes of a :class:`Runtime`: each is run, observed, and followed by the invalidation
+    of what it could have changed (and, through freshness, until its documents are indexed)."""
+
+    __slots__ = ()
+    memory: WorkingMemory[Any]
+    freshness: Freshness
+    telemetry: Telemetry
+
+    def write(self, write: Write, call: Callable[[], T]) -> T:
+        """Run a write, then drop what it could have changed (also when it failed). Inside
+        another layer's call (``wrap()`` under ``instrument()``) that layer owns the span, but
+        this layer's memory may hold the same entries, so it still drops them."""
+        with self._writing(write) as started:
+            answer = call()
+            # Before the invalidation (on leaving the block): a read racing the write is capped.
+            standing = self.freshness.written(write, answer, started)
+        self.freshness.stand(standing)  # after it: what it left true outlives it
+        return answer
+
+    async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
+        """Async :meth:`write`."""
+        with self._writing(write) as started:
+            answer = await call()
+            standing = self.freshness.written(write, answer, started)
+        self.freshness.stand(standing)
+        return answer
+
+    @contextmanager
+    def _writing(self, write: Write) -> Iterator[float]:
+        """Around a write (given when it began): its observation (unless an outer layer owns it,
+        or instrumentation is suppressed), then the invalidation of its scopes, success or not."""
+        if _HANDLING.get() or not is_instrumentation_enabled():
+            try:
+                yield time.monotonic()
+            finally:
+                self.memory.invalidate_scope(*write.scopes)
+            return
+        observation = self.telemetry.begin_write(write)
+        token = _HANDLING.set(True)
+        error: BaseException | None = None
+        try:
+            with observation.running():
+                yield time.monotonic()
+        except BaseException as raised:
+            error = raised
+            raise
+        finally:
+            _HANDLING.reset(token)
+            observation.finish(self.memory.invalidate_scope(*write.scopes), error)
+
+
+class Runtime(_Writes):
     """A working memory plus its telemetry: what one ``instrument()`` or ``wrap()`` runs on.
 
     Args:
@@ -398,49 +451,6 @@ class Runtime:
             raise
         finally:
             _HANDLING.reset(token)
-
-    # -- writes --------------------------------------------------------------------------------
-    def write(self, write: Write, call: Callable[[], T]) -> T:
-        """Run a write, then drop what it could have changed (also when it failed). Inside
-        another layer's call (``wrap()`` under ``instrument()``) that layer owns the span, but
-        this layer's memory may hold the same entries, so it still drops them."""
-        with self._writing(write) as started:
-            answer = call()
-            # Before the invalidation (on leaving the block): a read racing the write is capped.
-            standing = self.freshness.written(write, answer, started)
-        self.freshness.stand(standing)  # after it: what it left true outlives it
-        return answer
-
-    async def awrite(self, write: Write, call: Callable[[], Awaitable[T]]) -> T:
-        """Async :meth:`write`."""
-        with self._writing(write) as started:
-            answer = await call()
-            standing = self.freshness.written(write, answer, started)
-        self.freshness.stand(standing)
-        return answer
-
-    @contextmanager
-    def _writing(self, write: Write) -> Iterator[float]:
-        """Around a write (given when it began): its observation (unless an outer layer owns it,
-        or instrumentation is suppressed), then the invalidation of its scopes, success or not."""
-        if _HANDLING.get() or not is_instrumentation_enabled():
-            try:
-                yield time.monotonic()
-            finally:
-                self.memory.invalidate_scope(*write.scopes)
-            return
-        observation = self.telemetry.begin_write(write)
-        token = _HANDLING.set(True)
-        error: BaseException | None = None
-        try:
-            with observation.running():
-                yield time.monotonic()
-        except BaseException as raised:
-            error = raised
-            raise
-        finally:
-            _HANDLING.reset(token)
-            observation.finish(self.memory.invalidate_scope(*write.scopes), error)
 
 
 def asyncio_running() -> bool:
