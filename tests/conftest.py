@@ -189,22 +189,30 @@ async def until(
         await asyncio.sleep(interval)
 
 
-def holding(condition: Callable[[], object], mode: str) -> Any:
+def holding(
+    condition: Callable[[], object], mode: str, only: Callable[[Any], object] | None = None
+) -> Any:
     """An ``httpx.Client`` (``mode="async"``: an ``httpx.AsyncClient``) for an SDK's
-    ``http_client=``, whose every request waits before it is sent until ``condition()`` holds
-    (bounded as :func:`wait_until`): a leader's fetch held until every other caller has joined
-    it, so that none of them can come after the answer however loaded the machine is."""
+    ``http_client=``, whose every request (or every one ``only(request)`` picks) waits before it
+    is sent until ``condition()`` holds (bounded as :func:`wait_until`): a leader's fetch held
+    until every other caller has joined it, so that none of them can come after the answer
+    however loaded the machine is."""
     import httpx
+
+    def held(request: httpx.Request) -> bool:
+        return only is None or bool(only(request))
 
     if mode == "async":
 
         async def ahold(request: httpx.Request) -> None:
-            await until(condition, "the request's condition", limit=20.0)
+            if held(request):
+                await until(condition, "the request's condition", limit=20.0)
 
         return httpx.AsyncClient(event_hooks={"request": [ahold]})
 
     def hold(request: httpx.Request) -> None:
-        wait_until(condition, what="the request's condition")
+        if held(request):
+            wait_until(condition, what="the request's condition")
 
     return httpx.Client(event_hooks={"request": [hold]})
 

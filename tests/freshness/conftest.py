@@ -51,11 +51,11 @@ class Sdk:
             else ("/ns/*/document/*",)
         )
 
-    def client(self, mode: str, base_url: str, api_key: str = KEY) -> Any:
+    def client(self, mode: str, base_url: str, api_key: str = KEY, **options: Any) -> Any:
         import supermemory
 
         cls = supermemory.AsyncSupermemory if mode == "async" else supermemory.Supermemory
-        return cls(api_key=api_key, base_url=base_url, max_retries=0)
+        return cls(api_key=api_key, base_url=base_url, max_retries=0, **options)
 
     def search(self, client: Any, tag: str = TAG) -> Any:
         return self.generation.search(client, tag, query=QUERY)

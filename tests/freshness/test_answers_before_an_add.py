@@ -21,10 +21,11 @@ def _cached(sdk: Sdk, mode: str, emulator: EmulatorServer, **options: Any) -> An
 
 
 async def _added_after_credits(sdk: Sdk, mode: str, emulator: EmulatorServer, delay: float) -> Any:
-    """A client (settle_interval 0.2 s) that read three times (one fetch, two hits: credits for
-    a status check), then added a fact the emulator indexes ``delay`` seconds later."""
+    """A client (settle_interval 2 s) that read three times (one fetch, two hits: credits for
+    a status check), then added a fact the emulator indexes ``delay`` seconds later. What it
+    fetched answers for 1.5 s: the reads right after come well within that, loaded or not."""
     emulator.set_indexing_delay(delay)
-    cached = _cached(sdk, mode, emulator, settle_interval=0.2)
+    cached = _cached(sdk, mode, emulator, settle_interval=2.0)
     for _ in range(3):
         await done(sdk.search(cached))
     await done(sdk.add(cached, "The user likes espresso"))

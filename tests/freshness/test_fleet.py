@@ -64,26 +64,31 @@ def test_a_write_in_one_process_settles_the_scope_in_every_process(
         settling = raw.hgetall("wm:v1:{t:wm}:settling")
         assert settling  # the settle is announced to the fleet ...
         assert 0 < raw.pttl("wm:v1:{t:wm}:settling") <= 62_000  # ... and expires on its own
-        reads = 0
+        asked: list[int] = []
         seen = [False] * 3
-        for _ in range(2000):  # bounded: ~1 s of indexing, a few rounds after it
+
+        def every_process_sees_it() -> bool:
             for i in (1, 2, 0):
                 if not seen[i]:
                     seen[i] = workers[i].ask("search", "espresso")[0]
-                    reads += 1
-            if all(seen):
-                break
-        assert all(seen)  # every process sees the fact once the API does
+                    asked.append(i)
+            return all(seen)
+
+        # Every process sees the fact once the API does (rounds of reads until then) ...
+        wait_until(every_process_sees_it, what="the fact in every process")
         # ... and the fleet kept answering most reads from the cache meanwhile, status checks
         # included (each process fetches what it cannot confirm, as an uncached one would).
-        assert sdk.reads(emulator) - upstream + sdk.status_checks(emulator) < reads / 2
+        assert sdk.reads(emulator) - upstream + sdk.status_checks(emulator) < len(asked) / 2
+
+        def settle_ended() -> bool:
+            if not raw.hgetall("wm:v1:{t:wm}:settling"):
+                return True
+            workers[0].ask("search", "espresso")
+            return False
+
         # The writer's reads go on; the first status check that finds the document indexed
         # ends the settle, and the end is announced.
-        for _ in range(2000):
-            if not raw.hgetall("wm:v1:{t:wm}:settling"):
-                break
-            workers[0].ask("search", "espresso")
-        assert not raw.hgetall("wm:v1:{t:wm}:settling")
+        wait_until(settle_ended, what="the end of the settle announced")
     finally:
         for worker in workers:
             worker.stop()

@@ -20,8 +20,9 @@ async def test_reads_of_a_settling_scope_say_so_and_status_checks_are_traced_wit
     sdk: Sdk, mode: str, emulator: EmulatorServer, observed: Observed
 ) -> None:
     emulator.set_indexing_delay(0.6)
-    # settle_interval 0.4 s: what answers a read lives 0.3 s, room for a loaded machine
-    cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.4)
+    # settle_interval 2 s: what answers a read lives 1.5 s, so the hit below comes within it
+    # however loaded the machine; the settle cannot end before it (no hit, no check before).
+    cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=2.0)
     await done(sdk.search(cached))  # cached before the write: not settling
     await done(sdk.add(cached, "The user likes espresso"))
     assert observed.pending() == 1
@@ -117,7 +118,7 @@ def test_freshness_off_writes_only_invalidate(
 
 def test_instrument_follows_writes_too(sdk: Sdk, emulator: EmulatorServer) -> None:
     emulator.set_indexing_delay(0.3)
-    memory = wm_middleware.instrument(settle_interval=0.4)
+    memory = wm_middleware.instrument(settle_interval=2.0)  # a hit's window of 1.5 s
     try:
         client = sdk.client("sync", emulator.base_url)
         sdk.search(client)
@@ -149,7 +150,8 @@ async def test_a_status_check_is_a_trace_of_its_own_linked_to_the_write_and_the_
         return [s for s in spans if s.name == "wm.freshness.status_check"]
 
     try:
-        cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=0.4)
+        # Copies live 1.5 s: the two hits that pay for a check come within it.
+        cached = observed.wrap(sdk.client(mode, emulator.base_url), settle_interval=2.0)
         tracer = observed.tracer_provider.get_tracer("app")
         for _ in range(3):
             await done(sdk.search(cached))  # a fetch, then hits: credits for status checks
