@@ -193,7 +193,9 @@ def test_a_tenants_status_round_is_made_once_for_the_fleet(
         _read_past(second, began[1] + 0.75 * INTERVAL + 0.2)
         assert not mentions(sdk.search(clients[1], tags[1]), "espresso")  # still pending
         assert sdk.status_checks(emulator) == checks + 1  # one status request for both
-        assert sdk.reads(emulator) == reads  # the second process's reads all answered
+        # The second process's reads (about 300) are answered by the round, but one that comes
+        # while its check of the round is still on its way fetches, as uncached (fail safe).
+        assert sdk.reads(emulator) - reads <= 1
 
 
 def test_under_5x_a_round_about_a_younger_document_does_not_answer_for_an_older_one(
