@@ -118,8 +118,10 @@ def test_framework_example_coalesces_the_parallel_searches(example: str) -> None
     stats = re.search(r"^  (\d+) hits, (\d+) misses, (\d+) coalesced$", _printed(example), re.M)
 
     assert stats is not None
-    hits, misses, coalesced = map(int, stats.groups())
-    assert min(hits, misses, coalesced) > 0, stats.group(0)
+    _, misses, coalesced = map(int, stats.groups())
+    # Every turn's two parallel searches share one request. (No turn is a hit: the turns are
+    # further apart than a settling copy is served, so each turn after the add asks the API.)
+    assert misses > 0 and coalesced > 0, stats.group(0)
 
 
 @pytest.mark.parametrize("example", [p for p in FRAMEWORKS if p.values[0] == "pydantic_ai_agent"])
