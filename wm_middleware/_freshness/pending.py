@@ -17,7 +17,8 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, Literal
@@ -139,23 +140,15 @@ class _Rounds:
         self, tenant: _Tenant, waits: list[_Wait], since: float, launcher: SpanContext
     ) -> None:
         """A check started beside the reads (see :meth:`ahead`); never raises."""
-        token = LAUNCHED_BY.set(launcher)
-        try:
+        with self._launched(tenant, launcher):
             self._round(tenant, waits, since)
-        except Exception:  # a surprise: the check vouches for nothing, reads fetch
-            logger.debug("wm_middleware: a status check failed", exc_info=True)
-        finally:
-            LAUNCHED_BY.reset(token)
-            with self._lock:
-                tenant.checking = False
 
     async def _acheck(
         self, tenant: _Tenant, waits: list[_Wait], since: float, launcher: SpanContext
     ) -> None:
         """:meth:`_check` as a task on an async client's loop: the request is awaited (see
         :func:`_aask`); never raises."""
-        token = LAUNCHED_BY.set(launcher)
-        try:
+        with self._launched(tenant, launcher):
             asking = self._asking(tenant, waits, since)
             if asking is not None:
                 try:
@@ -169,7 +162,16 @@ class _Rounds:
                     await anyio.to_thread.run_sync(self._answered, tenant, answer)
                 else:
                     self._answered(tenant, answer)
-        except Exception:  # a surprise: the check vouches for nothing, reads fetch
+
+    @contextmanager
+    def _launched(self, tenant: _Tenant, launcher: SpanContext) -> Iterator[None]:
+        """Around a check started beside the reads: its span links to the read that started it
+        (:data:`LAUNCHED_BY`), a surprise is logged and swallowed (the check vouches for
+        nothing, reads fetch), and the tenant may be checked again once it is over."""
+        token = LAUNCHED_BY.set(launcher)
+        try:
+            yield
+        except Exception:
             logger.debug("wm_middleware: a status check failed", exc_info=True)
         finally:
             LAUNCHED_BY.reset(token)
